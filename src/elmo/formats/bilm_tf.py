@@ -1,0 +1,144 @@
+"""The official bilm-tf / AllenNLP format: `options.json` + `weights.hdf5` <-> BiLM.
+
+Matrices are stored TensorFlow-style (`y = x @ W`, W of shape (in, out)); the file's character
+embedding has no row for the padding id 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from elmo.atomic import atomic_output, atomic_write_text
+from elmo.config import BiLMConfig
+from elmo.modules.bilm import BiLM
+
+
+class WeightsMismatchError(ValueError):
+    """A weights file does not fit the architecture its options describe."""
+
+
+def _tf_tensors(model: BiLM) -> Iterator[tuple[str, torch.Tensor, bool]]:
+    """(hdf5 name, our tensor, stored transposed?) for every tensor of the official format.
+
+    "Transposed" means the file holds a TF (in, out) matrix for our torch (out, in) weight.
+    """
+    enc = model.token_encoder
+    for i, conv in enumerate(enc.convolutions):
+        yield f"CNN/W_cnn_{i}", conv.weight, False
+        yield f"CNN/b_cnn_{i}", conv.bias, False
+    for k, highway in enumerate(enc.highways):
+        yield f"CNN_high_{k}/W_transform", highway.transform.weight, True
+        yield f"CNN_high_{k}/b_transform", highway.transform.bias, False
+        yield f"CNN_high_{k}/W_carry", highway.gate.weight, True
+        yield f"CNN_high_{k}/b_carry", highway.gate.bias, False
+    yield "CNN_proj/W_proj", enc.projection.weight, True
+    yield "CNN_proj/b_proj", enc.projection.bias, False
+
+
+def _lstm_name(direction: int, layer: int, tensor: str) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/{tensor}"
+
+
+def _read(f: h5py.File, name: str, shape: tuple[int, ...], path: Path) -> np.ndarray:
+    if name not in f:
+        raise WeightsMismatchError(f"{path}: tensor {name!r} is missing (expected shape {shape})")
+    array = np.asarray(f[name][...], dtype=np.float32)
+    if array.shape != shape:
+        raise WeightsMismatchError(
+            f"{path}: tensor {name!r} has shape {tuple(array.shape)}, but the options "
+            f"describe {shape}; are the options and weights files from the same model?"
+        )
+    return array
+
+
+def read_options(path: str | Path) -> BiLMConfig:
+    """Parse an official options.json into a BiLMConfig."""
+    path = Path(path)
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"options file not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a valid options.json: {err}") from err
+    try:
+        return BiLMConfig.from_options(options)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
+
+
+def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
+    """Build a BiLM from an official options.json and weights.hdf5 pair."""
+    config = read_options(options_path)
+    model = BiLM(config)
+    weights_path = Path(weights_path)
+    if not weights_path.exists():
+        raise FileNotFoundError(f"weights file not found: {weights_path}")
+    try:
+        f = h5py.File(weights_path, "r")
+    except OSError as err:
+        raise ValueError(f"{weights_path} is not a readable HDF5 weights file: {err}") from err
+    with f, torch.no_grad():
+        enc = model.token_encoder
+        n_chars, e = enc.char_embedding.weight.shape
+        enc.char_embedding.weight[1:] = torch.from_numpy(
+            _read(f, "char_embed", (n_chars - 1, e), weights_path)
+        )
+        enc.char_embedding.weight[0] = 0.0
+        for name, tensor, transposed in _tf_tensors(model):
+            if tensor.dim() == 3:  # conv: file (1, width, E, count), torch (count, E, width)
+                shape = (1, tensor.shape[2], tensor.shape[1], tensor.shape[0])
+                array = _read(f, name, shape, weights_path)[0].transpose(2, 1, 0)
+            elif transposed:
+                array = _read(f, name, tuple(tensor.shape[::-1]), weights_path).T
+            else:
+                array = _read(f, name, tuple(tensor.shape), weights_path)
+            tensor.copy_(torch.from_numpy(np.ascontiguousarray(array)))
+        for k, layer in enumerate(model.lstm.layers):
+            p = layer.input_weight.shape[1]
+            for d in range(layer.bias.shape[0]):
+                w = _read(f, _lstm_name(d, k, "W_0"), (p + layer.proj_dim, 4 * layer.cell_dim),
+                          weights_path)
+                layer.input_weight[d] = torch.from_numpy(w[:p])
+                layer.state_weight[d] = torch.from_numpy(w[p:])
+                layer.bias[d] = torch.from_numpy(
+                    _read(f, _lstm_name(d, k, "B"), (4 * layer.cell_dim,), weights_path)
+                )
+                layer.proj_weight[d] = torch.from_numpy(
+                    _read(f, _lstm_name(d, k, "W_P_0"), (layer.cell_dim, layer.proj_dim),
+                          weights_path)
+                )
+    return model.eval()
+
+
+def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write `options.json` and `weights.hdf5` into out_dir (each atomically); returns both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options_path, weights_path = out_dir / "options.json", out_dir / "weights.hdf5"
+
+    def array(t: torch.Tensor) -> np.ndarray:
+        return t.detach().to("cpu", torch.float32).numpy()
+
+    with atomic_output(weights_path) as tmp, h5py.File(tmp, "w") as f:
+        f.create_dataset("char_embed", data=array(model.token_encoder.char_embedding.weight[1:]))
+        for name, tensor, transposed in _tf_tensors(model):
+            if tensor.dim() == 3:
+                data = array(tensor).transpose(2, 1, 0)[None]
+            else:
+                data = array(tensor).T if transposed else array(tensor)
+            f.create_dataset(name, data=np.ascontiguousarray(data))
+        for k, layer in enumerate(model.lstm.layers):
+            for d in range(layer.bias.shape[0]):
+                w = torch.cat([layer.input_weight[d], layer.state_weight[d]], dim=0)
+                f.create_dataset(_lstm_name(d, k, "W_0"), data=array(w))
+                f.create_dataset(_lstm_name(d, k, "B"), data=array(layer.bias[d]))
+                f.create_dataset(_lstm_name(d, k, "W_P_0"), data=array(layer.proj_weight[d]))
+    atomic_write_text(options_path, json.dumps(model.config.to_options(), indent=2) + "\n")
+    return options_path, weights_path
+

@@ -1,0 +1,150 @@
+"""BiLM: the character CNN token encoder and the forward and backward LSTM stacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from elmo.chars import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo.config import BiLMConfig
+from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.lstm import LSTMState, StackedLSTM
+
+
+@dataclass
+class BiLMOutput:
+    """All L+1 layers of a batch and the mask of real tokens."""
+
+    layers: torch.Tensor  # (L+1, B, T, 2P): layer 0 = [x, x], layer j = [forward_j, backward_j]
+    mask: torch.Tensor  # (B, T) bool
+
+
+def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
+    """Lengths sorted longest first -> number of rows still running at each time step."""
+    longest = int(sorted_lengths[0]) if len(sorted_lengths) else 0
+    steps = torch.arange(longest, device=sorted_lengths.device)
+    return (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
+
+
+def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row's first `lengths[b]` positions along dim 1; padding stays in place.
+
+    x (B, T, ...). Applying it twice gives x back.
+    """
+    b, t = x.shape[:2]
+    steps = torch.arange(t, device=x.device).expand(b, t)
+    lengths = lengths.to(x.device).unsqueeze(1)
+    index = torch.where(steps < lengths, lengths - 1 - steps, steps)  # (B, T)
+    index = index.view(b, t, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, index)
+
+
+class BiLM(nn.Module):
+    """Bidirectional language model encoder.
+
+    Stateless by default: every sentence starts from a zero LSTM state, so its vectors do not
+    depend on its batch. With `stateful = True` it reproduces the original implementation: the
+    final state of batch row r is the initial state of row r in the next call (for the backward
+    direction, the state after reading the sentence's first position); `reset_states()` clears it.
+    """
+
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = CharCNNEncoder(config)
+        self.lstm = StackedLSTM(config)
+        self.stateful = False
+        self._states: list[LSTMState] | None = None  # per layer, rows in caller order
+        c = config.max_characters_per_token
+        self.register_buffer("bos_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, c)), False)
+        self.register_buffer("eos_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, c)), False)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of returned layers, L + 1."""
+        return self.config.n_layers + 1
+
+    def reset_states(self) -> None:
+        """Forget the LSTM state carried between calls in stateful mode."""
+        self._states = None
+
+    def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
+        """char_ids (B, T, C) of sentences without boundary tokens -> all layers and the mask.
+
+        `<S>` and `</S>` are added around every sentence and, unless `keep_boundaries`, dropped
+        again from the result. Absent tokens (all-zero rows) must follow a row's real tokens.
+        """
+        mask = (char_ids > 0).any(dim=-1)  # (B, T)
+        lengths = mask.sum(dim=1)  # (B,)
+        char_ids, lengths = self._add_boundaries(char_ids, lengths)  # (B, T+2, C)
+        tokens = self.token_encoder(char_ids)  # (B, T+2, P)
+        backward_input = reverse_within_lengths(tokens, lengths)
+        outputs = self.run_lstm(torch.stack([tokens, backward_input]), lengths)  # L x (2,B,T+2,P)
+
+        layers = [torch.cat([tokens, tokens], dim=-1)]
+        for out in outputs:
+            layers.append(torch.cat([out[0], reverse_within_lengths(out[1], lengths)], dim=-1))
+        stacked = torch.stack(layers)  # (L+1, B, T+2, 2P)
+        full_mask = torch.arange(stacked.shape[2], device=lengths.device) < lengths.unsqueeze(1)
+        stacked = stacked * full_mask[None, :, :, None]
+        if keep_boundaries:
+            return BiLMOutput(stacked, full_mask)
+        inner = stacked[:, :, 1:-1] * mask[None, :, :, None]  # drops <S> and zeroes </S>
+        return BiLMOutput(inner, mask)
+
+    def run_lstm(self, x: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Both LSTM stacks on direction-stacked inputs.
+
+        x (2, B, T, P): row b's first `lengths[b]` positions are its input, the backward
+        direction's already in reading order (reversed). Returns the L layer outputs, each
+        (2, B, T, P) in the same order, zero at padding. Updates the carried state if stateful.
+        """
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order]
+        batch_sizes = lengths_to_batch_sizes(sorted_lengths)
+        x = x[:, order.to(x.device)]
+        states = self._initial_states(order, x) if self.stateful else None
+        outputs, final_states = self.lstm(x, batch_sizes, states)
+        inverse = torch.argsort(order).to(x.device)
+        if self.stateful:
+            self._store_states(final_states, inverse)
+        return [out[:, inverse] for out in outputs]
+
+    # ---- internals ------------------------------------------------------------------
+
+    def _add_boundaries(
+        self, char_ids: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        b, t, c = char_ids.shape
+        wrapped = char_ids.new_zeros(b, t + 2, c)
+        wrapped[:, 1 : t + 1] = char_ids
+        wrapped[:, 0] = self.bos_ids
+        wrapped[torch.arange(b, device=char_ids.device), lengths + 1] = self.eos_ids
+        return wrapped, lengths + 2
+
+    def _initial_states(self, order: torch.Tensor, like: torch.Tensor) -> list[LSTMState]:
+        """Carried state for the rows of this call (zeros for rows never seen), sorted."""
+        b = len(order)
+        states = []
+        for k, layer in enumerate(self.lstm.layers):
+            h, c = layer.zero_state(b, like)
+            if self._states is not None:
+                old_h, old_c = self._states[k]
+                n = min(b, old_h.shape[1])
+                h[:, :n], c[:, :n] = old_h[:, :n], old_c[:, :n]
+            states.append((h[:, order], c[:, order]))
+        return states
+
+    def _store_states(self, final_states: list[LSTMState], inverse: torch.Tensor) -> None:
+        """Keep each row's final state; rows beyond this call keep what they had."""
+        new_states = []
+        for k, (h, c) in enumerate(final_states):
+            h, c = h[:, inverse].detach(), c[:, inverse].detach()
+            if self._states is not None and self._states[k][0].shape[1] > h.shape[1]:
+                old_h, old_c = self._states[k]
+                h = torch.cat([h, old_h[:, h.shape[1] :]], dim=1)
+                c = torch.cat([c, old_c[:, c.shape[1] :]], dim=1)
+            new_states.append((h, c))
+        self._states = new_states

@@ -1,0 +1,53 @@
+"""CharCNNEncoder: a token's character ids -> a context-independent vector of size P."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from elmo.config import BiLMConfig
+
+N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
+
+
+class Highway(nn.Module):
+    """x <- t * relu(W_h x) + (1 - t) * x, with gate t = sigmoid(W_t x)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.transform = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.sigmoid(self.gate(x))
+        return t * F.relu(self.transform(x)) + (1.0 - t) * x
+
+
+class CharCNNEncoder(nn.Module):
+    """Char embedding, n-gram convolutions with max-pooling, highway layers, projection."""
+
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.char_embedding = nn.Embedding(N_CHAR_IDS, config.char_embed_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(config.char_embed_dim, count, kernel_size=width)
+            for width, count in config.filters
+        )
+        self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
+        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+        self.activation = torch.tanh if config.activation == "tanh" else F.relu
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (..., C) -> token vectors (..., P)."""
+        lead = char_ids.shape[:-1]
+        x = self.char_embedding(char_ids.reshape(-1, char_ids.shape[-1]))  # (N, C, E)
+        x = x.transpose(1, 2)  # (N, E, C)
+        # Each filter: convolve over character positions, max over positions, activate.
+        pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions]
+        x = torch.cat(pooled, dim=-1)  # (N, n_filters)
+        for highway in self.highways:
+            x = highway(x)
+        x = self.projection(x)  # (N, P)
+        return x.reshape(*lead, -1)

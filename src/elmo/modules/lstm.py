@@ -1,0 +1,129 @@
+"""Projected LSTMs with clipping, both directions computed together.
+
+The tensors carry a leading direction axis D (forward = 0, backward = 1): the backward direction
+receives its input already reversed, so both directions run the same recurrence side by side as
+batched matmuls. Rows are sorted by length (longest first) and step t only computes the
+`batch_sizes[t]` rows still running, so padding never enters the recurrence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from elmo.config import BiLMConfig
+
+# (h, c): h (D, B, P) projected output, c (D, B, C) memory cell.
+LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+
+class ProjectedLSTM(nn.Module):
+    """One LSTM layer with an output projection and clipping, for D directions at once.
+
+    Gates in TensorFlow's order i, j (candidate), f, o, with a constant forget bias of 1:
+        c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j),  c = clip(c, cell_clip)
+        h = clip((sigmoid(o) * tanh(c)) @ W_proj, proj_clip)
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        cell_dim: int,
+        proj_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+        n_directions: int = 2,
+    ) -> None:
+        super().__init__()
+        self.cell_dim, self.proj_dim = cell_dim, proj_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        d = n_directions
+        self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
+        self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
+        self.bias = nn.Parameter(torch.zeros(d, 4 * cell_dim))
+        self.proj_weight = nn.Parameter(torch.empty(d, cell_dim, proj_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for weight in (self.input_weight, self.state_weight, self.proj_weight):
+            bound = math.sqrt(6.0 / (weight.shape[1] + weight.shape[2]))  # Glorot uniform
+            nn.init.uniform_(weight, -bound, bound)
+        nn.init.zeros_(self.bias)
+
+    def zero_state(self, batch_size: int, like: torch.Tensor) -> LSTMState:
+        d = self.bias.shape[0]
+        h = like.new_zeros(d, batch_size, self.proj_dim)
+        c = like.new_zeros(d, batch_size, self.cell_dim)
+        return h, c
+
+    def forward(
+        self, x: torch.Tensor, batch_sizes: Sequence[int], state: LSTMState | None = None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """x (D, B, T, I), rows sorted longest first -> outputs (D, B, T, P), final state.
+
+        `batch_sizes[t]` is the number of rows whose length exceeds t. Outputs at padded
+        positions are zero; each row's final state is taken at its own last position.
+        """
+        d, b, t_max, _ = x.shape
+        h, c = state if state is not None else self.zero_state(b, x)
+        # Input-to-gate products of all time steps in one matmul, time-major for the loop.
+        x_gates = torch.baddbmm(
+            self.bias.unsqueeze(1), x.transpose(1, 2).reshape(d, t_max * b, -1), self.input_weight
+        ).view(d, t_max, b, -1)  # (D, T, B, 4C)
+        outputs = x.new_zeros(d, t_max, b, self.proj_dim)
+        for t, n in enumerate(batch_sizes):
+            gates = torch.baddbmm(x_gates[:, t, :n], h[:, :n], self.state_weight)  # (D, n, 4C)
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c_t = torch.sigmoid(f + 1.0) * c[:, :n] + torch.sigmoid(i) * torch.tanh(j)
+            if self.cell_clip is not None:
+                c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
+            h_t = torch.bmm(torch.sigmoid(o) * torch.tanh(c_t), self.proj_weight)  # (D, n, P)
+            if self.proj_clip is not None:
+                h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+            if n < b:  # finished rows keep their final state
+                h = torch.cat([h_t, h[:, n:]], dim=1)
+                c = torch.cat([c_t, c[:, n:]], dim=1)
+            else:
+                h, c = h_t, c_t
+            outputs[:, t, :n] = h_t
+        return outputs.transpose(1, 2), (h, c)
+
+
+class StackedLSTM(nn.Module):
+    """L projected LSTM layers per direction; layer l+1 reads layer l of its own direction.
+
+    With skip connections, every layer above the first outputs `h + its input`; the recurrent
+    state stays the plain `h`. In training, dropout is applied to each layer's input.
+    """
+
+    def __init__(self, config: BiLMConfig, n_directions: int = 2) -> None:
+        super().__init__()
+        p = config.projection_dim
+        self.layers = nn.ModuleList(
+            ProjectedLSTM(p, config.lstm_dim, p, config.cell_clip, config.proj_clip, n_directions)
+            for _ in range(config.n_layers)
+        )
+        self.use_skip_connections = config.use_skip_connections
+        self.dropout = config.dropout
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        batch_sizes: Sequence[int],
+        states: Sequence[LSTMState] | None = None,
+    ) -> tuple[list[torch.Tensor], list[LSTMState]]:
+        """x (D, B, T, P) -> the L layer outputs, each (D, B, T, P), and each layer's final state."""
+        outputs, final_states = [], []
+        for k, layer in enumerate(self.layers):
+            x = F.dropout(x, self.dropout, self.training)
+            h, state = layer(x, batch_sizes, states[k] if states is not None else None)
+            if self.use_skip_connections and k > 0:
+                h = h + x
+            outputs.append(h)
+            final_states.append(state)
+            x = h
+        return outputs, final_states
