@@ -89,7 +89,7 @@ class BiLMConfig:
         if cnn.get("n_characters", 262) not in (261, 262):
             raise ValueError(f"n_characters must be 261 or 262, got {cnn['n_characters']}")
         if not options.get("bidirectional", True):
-            raise ValueError("only bidirectional models are supported (options bidirectional=false)")
+            raise ValueError("only bidirectional models are supported (bidirectional=false)")
         extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
         vocab_size = extra.pop("n_tokens_vocab", None)
         dropout = extra.pop("dropout", 0.1)

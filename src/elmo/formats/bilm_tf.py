@@ -117,7 +117,7 @@ def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
 
 
 def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write `options.json` and `weights.hdf5` into out_dir (each atomically); returns both paths."""
+    """Write `options.json` and `weights.hdf5` into out_dir, each atomically; return both."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     options_path, weights_path = out_dir / "options.json", out_dir / "weights.hdf5"

@@ -58,7 +58,8 @@ def load_pretrained(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor
     try:
         tensors = load_file(str(model_dir / WEIGHTS_NAME))
     except SafetensorError as err:
-        raise ValueError(f"{model_dir / WEIGHTS_NAME} is not a valid safetensors file: {err}") from err
+        message = f"{model_dir / WEIGHTS_NAME} is not a valid safetensors file: {err}"
+        raise ValueError(message) from err
     model = BiLM(config)
     own = model.state_dict()
     missing = sorted(set(own) - set(tensors))

@@ -116,7 +116,7 @@ class StackedLSTM(nn.Module):
         batch_sizes: Sequence[int],
         states: Sequence[LSTMState] | None = None,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """x (D, B, T, P) -> the L layer outputs, each (D, B, T, P), and each layer's final state."""
+        """x (D, B, T, P) -> the L layer outputs, each (D, B, T, P), and their final states."""
         outputs, final_states = [], []
         for k, layer in enumerate(self.layers):
             x = F.dropout(x, self.dropout, self.training)

@@ -1,0 +1,113 @@
+"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8.
+
+Nothing here reads a whole file: lines are decoded one at a time, so memory stays flat
+however large the corpus is. A *sentence index* counts the non-blank lines of the whole
+stream (all files, in order); with the built-in tokenizers every non-blank line yields a
+non-empty sentence, so it is also the index of the tokenized sentence.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from elmo.tokenize import Tokenizer, get_tokenizer
+
+PathLike = str | os.PathLike[str]
+
+
+def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
+    """Expand glob patterns (each sorted) and keep plain paths, in the order given.
+
+    Raises FileNotFoundError naming a pattern or path that matches no file.
+    """
+    if isinstance(patterns, str | os.PathLike):
+        patterns = [patterns]
+    paths: list[Path] = []
+    for pattern in patterns:
+        text = os.path.expanduser(os.fspath(pattern))
+        if glob.has_magic(text):
+            matches = sorted(Path(p) for p in glob.glob(text, recursive=True))
+            matches = [p for p in matches if p.is_file()]
+            if not matches:
+                raise FileNotFoundError(f"no file matches the pattern {text!r}")
+            paths.extend(matches)
+        else:
+            path = Path(text)
+            if path.is_dir():
+                raise IsADirectoryError(f"{text!r} is a directory; use a glob like '{text}/*'")
+            if not path.is_file():
+                raise FileNotFoundError(f"no such file: {text!r}")
+            paths.append(path)
+    return paths
+
+
+def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
+    if isinstance(paths, str | os.PathLike):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def iter_lines(paths: PathLike | Iterable[PathLike]) -> Iterator[str]:
+    """Yield the non-blank lines of the files in order, without their line ending.
+
+    ``.gz`` files are decompressed on the fly. Invalid UTF-8 raises ValueError naming the
+    file and the 1-based line number. A UTF-8 byte-order mark at the start is dropped.
+    """
+    for path in _as_paths(paths):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise ValueError(
+                        f"{path}:{lineno}: invalid UTF-8 at byte {err.start} of the line"
+                    ) from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                if line.endswith("\n"):
+                    line = line[:-2] if line.endswith("\r\n") else line[:-1]
+                if line and not line.isspace():
+                    yield line
+
+
+def iter_sentences(
+    paths: PathLike | Iterable[PathLike],
+    tokenizer: Tokenizer | str = "whitespace",
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    start: int = 0,
+) -> Iterator[list[str]]:
+    """Yield tokenized, non-empty sentences (one per non-blank line).
+
+    For distributed training, only sentences whose index ``% world_size == rank`` are
+    yielded, so the ranks partition the corpus. ``start`` skips this rank's first ``start``
+    sentences without tokenizing them (cheap resumption).
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world={world_size}")
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    first = rank + start * world_size  # global index of the first sentence to yield
+    for index, line in enumerate(iter_lines(paths)):
+        if index < first or (index - rank) % world_size:
+            continue
+        tokens = tok(line)
+        if tokens:
+            yield tokens
+
+
+def count_tokens(
+    paths: PathLike | Iterable[PathLike], tokenizer: Tokenizer | str = "whitespace"
+) -> int:
+    """Number of predicted tokens in one direction: words plus one ``</S>`` per sentence.
+
+    This is how bilm-tf counts ``n_train_tokens`` (streamed; constant memory).
+    """
+    return sum(len(tokens) + 1 for tokens in iter_sentences(paths, tokenizer))

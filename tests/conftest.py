@@ -1,0 +1,51 @@
+"""Shared test fixtures: small random models and the location of ../shared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from elmo.config import BiLMConfig
+from elmo.modules.bilm import BiLM
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path | None:
+    """`../shared` beside the checkout (or $ELMO_SHARED), if present."""
+    candidates = [os.environ.get("ELMO_SHARED"), REPO.parent / "shared"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+def require_shared(*parts: str) -> Path:
+    """Path under ../shared; skip (fail in CI) when it is absent."""
+    root = shared_dir()
+    path = root.joinpath(*parts) if root else None
+    if path is None or not path.exists():
+        reason = f"../shared/{'/'.join(parts)} not found (set ELMO_SHARED to its location)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI must run the tests that need ../shared")
+        pytest.skip(reason)
+    return path
+
+
+def random_bilm(seed: int = 0, **overrides) -> BiLM:
+    """A `tiny` biLM with random weights (biases too), in eval mode."""
+    torch.manual_seed(seed)
+    model = BiLM(BiLMConfig.preset("tiny", **overrides))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+@pytest.fixture
+def tiny_bilm() -> BiLM:
+    return random_bilm()

@@ -1,0 +1,354 @@
+"""Tests for elmo.hub against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from elmo import hub
+
+DATA = os.urandom(300_000)
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+class FileServer:
+    """A tiny configurable HTTP server: serves ``files``, supports ``Range: bytes=N-``."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.ignore_range = False
+        self.cut_after: int | None = None  # close the connection after N bytes, once
+        self.announce_extra = 0  # announce this many bytes more than are sent
+        self.stall = False  # send a few bytes, then wait until the test ends
+        self.release = threading.Event()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+                rng = self.headers.get("Range")
+                server.requests.append((self.path, rng))
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_error(404, "Not Found")
+                    return
+                start = 0
+                if rng and not server.ignore_range:
+                    start = int(rng.removeprefix("bytes=").split("-")[0])
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(data)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body) + server.announce_extra))
+                self.end_headers()
+                if server.stall:
+                    self.wfile.write(body[:1000])
+                    self.wfile.flush()
+                    server.release.wait(5)
+                    return
+                if server.cut_after is not None:
+                    n, server.cut_after = server.cut_after, None
+                    self.wfile.write(body[:n])
+                    return
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FileServer]:
+    srv = FileServer()
+    srv.files["/data.bin"] = DATA
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ELMO_CACHE", str(cache))
+    monkeypatch.delenv("ELMO_OFFLINE", raising=False)
+    monkeypatch.delenv("ELMO_RELEASE_BASE_URL", raising=False)
+    return cache
+
+
+def sidecar(p: Path) -> Path:
+    return p.with_name(p.name + ".sha256")
+
+
+def part(p: Path) -> Path:
+    return p.with_name(p.name + ".part")
+
+
+def assert_complete(dest: Path) -> None:
+    assert dest.read_bytes() == DATA
+    assert sidecar(dest).read_text() == SHA + "\n"
+    assert not part(dest).exists()
+
+
+# --- cache_dir -------------------------------------------------------------------------
+
+
+def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hub.cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("ELMO_CACHE")
+    assert hub.cache_dir() == tmp_path / "xdg" / "elmo"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert hub.cache_dir() == tmp_path / "home" / ".cache" / "elmo"
+
+
+def test_released_models_table() -> None:
+    assert set(hub.RELEASED_MODELS) == {"small", "medium", "original", "original-5.5B"}
+    small = hub.RELEASED_MODELS["small"]
+    assert small.options_url == (
+        "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+        "elmo_2x1024_128_2048cnn_1xhighway_options.json"
+    )
+    big = hub.RELEASED_MODELS["original-5.5B"]
+    assert big.weights_url.endswith(
+        "/2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5"
+    )
+    with pytest.raises(AttributeError):
+        small.name = "x"  # type: ignore[misc]
+
+
+# --- download --------------------------------------------------------------------------
+
+
+def test_download_fresh(server: FileServer, env: Path, capsys: pytest.CaptureFixture) -> None:
+    dest = env / "sub" / "data.bin"
+    assert hub.download(server.url("/data.bin"), dest, sha256=SHA) == dest
+    assert_complete(dest)
+    assert server.requests == [("/data.bin", None)]
+    assert "data.bin" in capsys.readouterr().err  # the progress bar goes to stderr
+    # Second call: verified from the cache, no network.
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert len(server.requests) == 1
+
+
+def test_resume_after_interrupted_connection(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    server.cut_after = 100_000
+    with pytest.raises(hub.DownloadError) as err:
+        hub.download(server.url("/data.bin"), dest, progress=False)
+    msg = str(err.value)
+    assert server.url("/data.bin") in msg and "300000" in msg and "100000" in msg
+    assert not dest.exists()
+    assert part(dest).stat().st_size == 100_000
+
+    hub.download(server.url("/data.bin"), dest, progress=False, sha256=SHA)
+    assert_complete(dest)
+    assert server.requests[-1] == ("/data.bin", "bytes=100000-")
+
+
+def test_resume_leftover_part(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    env.mkdir()
+    part(dest).write_bytes(DATA[:123_456])
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert_complete(dest)
+    assert server.requests == [("/data.bin", "bytes=123456-")]
+
+
+def test_server_ignoring_range_restarts(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    env.mkdir()
+    part(dest).write_bytes(b"x" * 50_000)  # garbage: must be overwritten, not appended to
+    server.ignore_range = True
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert_complete(dest)
+    assert server.requests == [("/data.bin", "bytes=50000-")]
+
+
+def test_leftover_part_already_complete(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    env.mkdir()
+    part(dest).write_bytes(DATA)
+    hub.download(server.url("/data.bin"), dest, progress=False)  # server answers 416
+    assert_complete(dest)
+
+
+def test_leftover_part_too_long_restarts(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    env.mkdir()
+    part(dest).write_bytes(DATA + b"junk")
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert_complete(dest)
+    assert [r for _, r in server.requests] == ["bytes=300004-", None]
+
+
+def test_size_mismatch(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    server.announce_extra = 10
+    with pytest.raises(hub.DownloadError) as err:
+        hub.download(server.url("/data.bin"), dest, progress=False)
+    msg = str(err.value)
+    assert server.url("/data.bin") in msg and "300010" in msg and "300000" in msg
+    assert not dest.exists() and not sidecar(dest).exists()
+
+
+def test_checksum_mismatch(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    with pytest.raises(hub.DownloadError, match="checksum mismatch"):
+        hub.download(server.url("/data.bin"), dest, progress=False, sha256="0" * 64)
+    assert not dest.exists() and not part(dest).exists() and not sidecar(dest).exists()
+
+
+def test_corrupt_cached_file_detected(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    dest.write_bytes(b"y" + DATA[1:])
+    with pytest.raises(hub.DownloadError, match=r"corrupt \(sha256 .*delete it to download"):
+        hub.download(server.url("/data.bin"), dest, progress=False)
+    assert len(server.requests) == 1
+    dest.unlink()
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert_complete(dest)
+
+
+def test_http_error(server: FileServer, env: Path) -> None:
+    url = server.url("/missing.bin")
+    with pytest.raises(hub.DownloadError, match="404") as err:
+        hub.download(url, env / "missing.bin", progress=False)
+    assert url in str(err.value)
+    assert not (env / "missing.bin").exists()
+
+
+def test_connection_refused(env: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/data.bin"
+    with pytest.raises(hub.DownloadError, match="could not be reached") as err:
+        hub.download(url, env / "data.bin", progress=False)
+    assert url in str(err.value)
+
+
+def test_timeout_keeps_partial_data(
+    server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    server.stall = True
+    dest = env / "data.bin"
+    with pytest.raises(hub.DownloadError, match="timed out") as err:
+        hub.download(server.url("/data.bin"), dest, progress=False)
+    assert "resume" in str(err.value)
+    assert part(dest).stat().st_size == 1000
+    server.release.set()
+    server.stall = False
+    hub.download(server.url("/data.bin"), dest, progress=False)
+    assert_complete(dest)
+    assert server.requests[-1] == ("/data.bin", "bytes=1000-")
+
+
+# --- offline ---------------------------------------------------------------------------
+
+
+def test_offline_missing(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    dest = env / "data.bin"
+    url = "http://127.0.0.1:9/data.bin"
+    with pytest.raises(hub.OfflineError) as err:
+        hub.download(url, dest, progress=False)
+    assert isinstance(err.value, hub.DownloadError)
+    msg = str(err.value)
+    assert str(dest) in msg and url in msg and "ELMO_OFFLINE" in msg
+
+
+def test_offline_cached(server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dest = env / "data.bin"
+    url = server.url("/data.bin")
+    hub.download(url, dest, progress=False)
+    server.close()
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    assert hub.download(url, dest, progress=False) == dest
+    # A file put in place by hand (no .sha256) is used as is when offline.
+    manual = env / "manual.bin"
+    manual.write_bytes(b"hand-made")
+    assert hub.download("http://127.0.0.1:9/manual.bin", manual, progress=False) == manual
+
+
+# --- resolve_released ------------------------------------------------------------------
+
+
+def serve_release(server: FileServer, model: hub.ReleasedModel) -> dict[str, bytes]:
+    contents = {}
+    for url, payload in ((model.options_url, b'{"lstm": {}}'), (model.weights_url, DATA)):
+        rel = url.removeprefix(hub.DEFAULT_BASE_URL)
+        server.files["/mirror" + rel] = payload
+        contents[url.rsplit("/", 1)[-1]] = payload
+    return contents
+
+
+def test_resolve_released(server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = hub.RELEASED_MODELS["small"]
+    contents = serve_release(server, model)
+    monkeypatch.setenv("ELMO_RELEASE_BASE_URL", server.url("/mirror/"))
+    options, weights = hub.resolve_released("small", progress=False)
+    assert options == env / "small" / "elmo_2x1024_128_2048cnn_1xhighway_options.json"
+    assert weights == env / "small" / "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
+    for p in (options, weights):
+        assert p.read_bytes() == contents[p.name]
+        assert sidecar(p).exists()
+    assert sorted(path for path, _ in server.requests) == sorted(
+        p for p in server.files if p.startswith("/mirror/")
+    )
+
+    # Cached now: works offline without the server.
+    server.close()
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    assert hub.resolve_released("small", progress=False) == (options, weights)
+
+
+def test_resolve_released_offline_names_path(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    with pytest.raises(hub.OfflineError) as err:
+        hub.resolve_released("medium", progress=False)
+    msg = str(err.value)
+    assert str(env / "medium" / "elmo_2x2048_256_2048cnn_1xhighway_options.json") in msg
+    assert hub.RELEASED_MODELS["medium"].options_url in msg
+
+
+def test_resolve_unknown_name() -> None:
+    with pytest.raises(ValueError) as err:
+        hub.resolve_released("huge")
+    msg = str(err.value)
+    assert "'huge'" in msg
+    for name in hub.RELEASED_MODELS:
+        assert name in msg
+    assert not isinstance(err.value, KeyError)
