@@ -8,10 +8,11 @@ sampled softmax relies on (its log-uniform proposal assumes frequency-sorted ids
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+
+from elmo.atomic import atomic_output
 
 BOS = "<S>"
 EOS = "</S>"
@@ -59,19 +60,10 @@ class Vocabulary:
         return cls(words, source=str(path))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the vocabulary file atomically (temporary file, then ``os.replace``)."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                for word in self._id_to_word:
-                    f.write(word + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Write the vocabulary file atomically (temporary file beside it, then rename)."""
+        with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for word in self._id_to_word:
+                f.write(word + "\n")
 
     @classmethod
     def build(

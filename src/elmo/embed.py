@@ -1,0 +1,272 @@
+"""Embedder: tokenized sentences -> numpy layer representations; text files -> HDF5."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from elmo.chars import batch_to_ids
+from elmo.errors import ElmoError, InputFileError
+from elmo.modules.bilm import BiLM
+from elmo.pretrained import load_bilm
+
+LAYER_MODES = ("all", "top", "average")
+ENCODING_ERRORS = ("strict", "replace")
+
+
+@dataclass
+class InputLine:
+    """One line of an input file: 0-based number, stripped text and tokens."""
+
+    number: int
+    text: str
+    tokens: list[str]
+
+
+def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[InputLine]:
+    """Stream a UTF-8 file of one sentence per line, tokens separated by white space.
+
+    A line that is not UTF-8 raises InputFileError naming the file and 1-based line number,
+    unless `encoding_errors="replace"` (invalid bytes become U+FFFD).
+    """
+    if encoding_errors not in ENCODING_ERRORS:
+        raise ValueError(f"encoding_errors must be one of {ENCODING_ERRORS}")
+    path = Path(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        raise InputFileError(f"input file not found: {path}") from None
+    except IsADirectoryError:
+        raise InputFileError(f"input {path} is a directory, not a text file") from None
+    with f:
+        for number, raw in enumerate(f):
+            try:
+                text = raw.decode("utf-8", errors=encoding_errors).strip()
+            except UnicodeDecodeError as err:
+                raise InputFileError(
+                    f"{path}, line {number + 1}: not valid UTF-8 ({err.reason} at byte "
+                    f"{err.start}); convert the file to UTF-8 or pass --encoding-errors replace"
+                ) from None
+            yield InputLine(number, text, text.split())
+
+
+def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
+    """(L+1, n, 2P) -> all of it, the top layer (n, 2P), or the layer average (n, 2P)."""
+    if mode == "all":
+        return layers
+    if mode == "top":
+        return layers[-1]
+    if mode == "average":
+        return layers.mean(axis=0)
+    raise ValueError(f"layers must be one of {LAYER_MODES}, got {mode!r}")
+
+
+class Embedder:
+    """Turns tokenized sentences into the L+1 layer representations of a biLM.
+
+    Stateless by default: a sentence's vectors do not depend on the other sentences embedded
+    with it. `stateful=True` reproduces the original implementation's protocol instead: input
+    order, batches of `batch_size` sentences, LSTM state carried per batch row.
+    """
+
+    def __init__(
+        self,
+        model: BiLM,
+        *,
+        device: str | torch.device = "cpu",
+        batch_size: int = 64,
+        stateful: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.model.stateful = stateful
+        self.model.reset_states()
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model: str | Path | None = None,
+        *,
+        options: str | Path | None = None,
+        weights: str | Path | None = None,
+        **kwargs,
+    ) -> Embedder:
+        """An Embedder for a released name, a model directory, or an options/weights pair;
+        with no argument, the small model that ships with the package."""
+        return cls(load_bilm(model, options=options, weights=weights), **kwargs)
+
+    @property
+    def stateful(self) -> bool:
+        return self.model.stateful
+
+    # ---- sentences -------------------------------------------------------------------
+
+    def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """The layers of each sentence, computed in one call: a list of (L+1, n_i, 2P)."""
+        if not sentences:
+            return []
+        with torch.inference_mode():
+            ids = batch_to_ids(sentences, self.model.config.max_characters_per_token)
+            layers = self.model(ids.to(self.device)).layers.float().cpu().numpy()
+        return [np.ascontiguousarray(layers[:, b, : len(s)]) for b, s in enumerate(sentences)]
+
+    def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
+        """The layers of one tokenized sentence: (L+1, n, 2P)."""
+        return self.embed_sentences([tokens])[0]
+
+    def embed_sentences(self, sentences: Iterable[Sequence[str]]) -> list[np.ndarray]:
+        """The layers of many sentences, in input order."""
+        return [layers for _, layers in self.iter_embeddings(sentences)]
+
+    def iter_embeddings(
+        self, sentences: Iterable[Sequence[str]]
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(index, layers) for each sentence, in input order, computed in batches."""
+        batch: list[Sequence[str]] = []
+        start = 0
+        for sentence in sentences:
+            batch.append(sentence)
+            if len(batch) == self.batch_size:
+                yield from enumerate(self.embed_batch(batch), start)
+                start += len(batch)
+                batch = []
+        if batch:
+            yield from enumerate(self.embed_batch(batch), start)
+
+    # ---- files -----------------------------------------------------------------------
+
+    def embed_file(
+        self,
+        input_path: str | Path,
+        output_path: str | Path,
+        *,
+        layers: str = "all",
+        encoding_errors: str = "strict",
+        progress: bool = True,
+    ) -> Path:
+        """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
+
+        One float32 dataset per input line, named by its 0-based number, and a dataset
+        `sentence_to_index` holding JSON that maps each line's text to its number. Output goes
+        to `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it.
+        """
+        if layers not in LAYER_MODES:
+            raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+        input_path, output_path = Path(input_path), Path(output_path)
+        partial = output_path.with_name(output_path.name + ".partial")
+        identity = self._run_identity(input_path, layers)
+        sentence_to_index: dict[str, str] = {}
+        lines = read_lines(input_path, encoding_errors)
+        n_lines = _count_lines(input_path)
+        try:
+            with _open_partial(partial, identity) as out:
+                done = int(out.attrs["lines_done"])
+                bar = tqdm(total=n_lines, initial=done, unit="line", disable=not progress,
+                           desc=f"embedding {input_path.name}")
+                with bar:
+                    pending: list[InputLine] = []
+
+                    def flush() -> None:
+                        self._write(out, pending, layers)
+                        out.attrs["lines_done"] = pending[-1].number + 1
+                        out.flush()
+                        bar.update(len(pending))
+                        pending.clear()
+
+                    for line in lines:
+                        sentence_to_index[line.text] = str(line.number)
+                        if line.number < done:
+                            continue
+                        if not line.tokens:
+                            warnings.warn(
+                                f"{input_path}, line {line.number + 1} is empty; writing a "
+                                "dataset with 0 tokens to keep the numbering aligned",
+                                stacklevel=2,
+                            )
+                        pending.append(line)
+                        if len(pending) == self.batch_size:
+                            flush()
+                    if pending:
+                        flush()
+                if "sentence_to_index" in out:
+                    del out["sentence_to_index"]
+                out.create_dataset(
+                    "sentence_to_index", data=[json.dumps(sentence_to_index, ensure_ascii=False)],
+                    dtype=h5py.string_dtype("utf-8"),
+                )
+                out.attrs["complete"] = True
+        except InputFileError:
+            partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
+            raise
+        os.replace(partial, output_path)
+        return output_path
+
+    def _write(self, out: h5py.File, lines: list[InputLine], layers: str) -> None:
+        for line, array in zip(lines, self.embed_batch([ln.tokens for ln in lines]), strict=True):
+            name = str(line.number)
+            if name in out:  # left over from a killed run
+                del out[name]
+            out.create_dataset(name, data=select_layers(array, layers).astype(np.float32))
+
+    def _run_identity(self, input_path: Path, layers: str) -> dict[str, str]:
+        """What a partial output must have been made from to be resumed."""
+        stat = input_path.stat() if input_path.is_file() else None
+        digest = hashlib.sha256()
+        for tensor in self.model.state_dict().values():
+            digest.update(tensor.float().sum().cpu().numpy().tobytes())
+        return {
+            "input": str(input_path.resolve()),
+            "input_size": str(stat.st_size if stat else -1),
+            "input_mtime": str(stat.st_mtime_ns if stat else -1),
+            "layers": layers,
+            "stateful": str(self.stateful),
+            "batch_size": str(self.batch_size) if self.stateful else "",
+            "model": digest.hexdigest()[:16],
+        }
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+@contextmanager
+def _open_partial(path: Path, identity: dict[str, str]) -> Iterator[h5py.File]:
+    """OUTPUT.partial opened for appending if the same run made it, else started anew."""
+    if path.exists():
+        try:
+            f = h5py.File(path, "a")
+        except OSError:  # unreadable after a crash
+            f = None
+        if f is not None and all(f.attrs.get(k) == v for k, v in identity.items()):
+            with f:
+                yield f
+            return
+        if f is not None:
+            f.close()
+        path.unlink()
+    try:
+        f = h5py.File(path, "w")
+    except OSError as err:
+        raise ElmoError(f"cannot write {path}: {err}") from err
+    with f:
+        f.attrs.update(identity)
+        f.attrs["lines_done"] = 0
+        yield f
