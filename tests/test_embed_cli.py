@@ -134,7 +134,7 @@ def test_official_pair_directory_as_model(tmp_path):
 
 
 def test_killed_run_resumes_its_partial_output(tmp_path, model_dir, monkeypatch):
-    lines = [f"sentence number {i} with some words" for i in range(10)]
+    lines = [f"sentence number {i} with {'some ' * (i % 7)}words" for i in range(100)]
     src = _write(tmp_path / "in.txt", lines)
     out = tmp_path / "out.hdf5"
     calls = []
@@ -142,23 +142,27 @@ def test_killed_run_resumes_its_partial_output(tmp_path, model_dir, monkeypatch)
 
     def dying(self, sentences):
         calls.append(len(sentences))
-        if len(calls) == 3:
+        if len(calls) == 20:
             raise KeyboardInterrupt  # stands for a kill in the middle of the run
         return real(self, sentences)
 
     monkeypatch.setattr(Embedder, "embed_batch", dying)
     assert _run("embed", model_dir, src, out, "--quiet", "--batch-size", "2") == 130
-    assert not out.exists() and out.with_name("out.hdf5.partial").exists()
+    partial = out.with_name("out.hdf5.partial")
+    assert not out.exists() and partial.exists()
+    with h5py.File(partial, "r") as f:
+        done = int(f.attrs["lines_done"])
+    assert 0 < done < 100
     monkeypatch.setattr(Embedder, "embed_batch", real)
     computed = []
     monkeypatch.setattr(Embedder, "embed_batch",
                         lambda self, s: computed.append(len(s)) or real(self, s))
     assert _run("embed", model_dir, src, out, "--quiet", "--batch-size", "2") == 0
-    assert sum(computed) == 6, "only the 6 lines not yet written are embedded again"
+    assert sum(computed) == 100 - done, "only the lines not yet written are embedded again"
     assert not out.with_name("out.hdf5.partial").exists()
     reference = Embedder.from_pretrained(model_dir)
     with h5py.File(out, "r") as f:
-        assert len(json.loads(f["sentence_to_index"][0])) == 10
+        assert len(json.loads(f["sentence_to_index"][0])) == 100
         for i, line in enumerate(lines):
             np.testing.assert_allclose(f[str(i)][...], reference.embed_sentence(line.split()),
                                        atol=1e-6)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from elmo.chars import batch_to_ids
+from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from elmo.errors import ElmoError, InputFileError
 from elmo.modules.bilm import BiLM
+from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm
 
 LAYER_MODES = ("all", "top", "average")
@@ -72,12 +74,50 @@ def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
     raise ValueError(f"layers must be one of {LAYER_MODES}, got {mode!r}")
 
 
+class TokenVectorCache:
+    """Bounded least-recently-used map from a word to its char-CNN vector (P,).
+
+    Exact, not an approximation: a word's token vector does not depend on its context. It is
+    only valid for the weights it was filled with; `clear()` after changing them.
+    """
+
+    def __init__(self, encoder: CharCNNEncoder, max_size: int) -> None:
+        self.encoder, self.max_size = encoder, max_size
+        self._vectors: OrderedDict[str, torch.Tensor] = OrderedDict()
+
+    def clear(self) -> None:
+        self._vectors.clear()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def lookup(self, words: Sequence[str]) -> torch.Tensor:
+        """Distinct words -> their vectors (len(words), P), computing only the missing ones."""
+        missing = [w for w in words if w not in self._vectors]
+        if missing:
+            device = self.encoder.projection.weight.device
+            ids = batch_to_ids([missing], self.encoder.config.max_characters_per_token)[0]
+            computed = self.encoder(ids.to(device))
+        found = {w: self._vectors[w] for w in words if w in self._vectors}
+        if missing:
+            found.update(zip(missing, computed, strict=True))
+        for w in words:
+            self._vectors[w] = found[w]
+            self._vectors.move_to_end(w)
+        while len(self._vectors) > self.max_size:
+            self._vectors.popitem(last=False)
+        return torch.stack([found[w] for w in words])
+
+
 class Embedder:
     """Turns tokenized sentences into the L+1 layer representations of a biLM.
 
     Stateless by default: a sentence's vectors do not depend on the other sentences embedded
-    with it. `stateful=True` reproduces the original implementation's protocol instead: input
-    order, batches of `batch_size` sentences, LSTM state carried per batch row.
+    with it, so sentences are regrouped by length into batches of at most `batch_size`
+    sentences and `max_tokens` padded positions (results still come in input order).
+    `stateful=True` reproduces the original implementation's protocol instead: input order,
+    batches of exactly `batch_size` sentences, LSTM state carried per batch row.
+    Token vectors come from a cache of `token_cache_size` words (0 turns it off).
     """
 
     def __init__(
@@ -86,15 +126,19 @@ class Embedder:
         *,
         device: str | torch.device = "cpu",
         batch_size: int = 64,
+        max_tokens: int = 4096,
         stateful: bool = False,
+        token_cache_size: int = 20000,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if batch_size < 1 or max_tokens < 1:
+            raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.model.stateful = stateful
         self.model.reset_states()
-        self.batch_size = batch_size
+        self.batch_size, self.max_tokens = batch_size, max_tokens
+        self.token_cache = TokenVectorCache(self.model.token_encoder, token_cache_size) \
+            if token_cache_size > 0 else None
 
     @classmethod
     def from_pretrained(
@@ -120,9 +164,27 @@ class Embedder:
         if not sentences:
             return []
         with torch.inference_mode():
-            ids = batch_to_ids(sentences, self.model.config.max_characters_per_token)
-            layers = self.model(ids.to(self.device)).layers.float().cpu().numpy()
+            if self.token_cache is None:
+                ids = batch_to_ids(sentences, self.model.config.max_characters_per_token)
+                layers = self.model(ids.to(self.device)).layers
+            else:
+                layers = self._contextualize_cached(sentences)
+            layers = layers.float().cpu().numpy()
         return [np.ascontiguousarray(layers[:, b, : len(s)]) for b, s in enumerate(sentences)]
+
+    def _contextualize_cached(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Layers (L+1, B, T, 2P) with token vectors from the cache."""
+        wrapped = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+        vocab = list(dict.fromkeys(w for s in wrapped for w in s))
+        position = {w: i + 1 for i, w in enumerate(vocab)}  # 0: the zero padding row
+        table = self.token_cache.lookup(vocab)  # (V, P)
+        table = torch.cat([table.new_zeros(1, table.shape[1]), table])
+        longest = max(len(s) for s in wrapped)
+        index = torch.zeros(len(wrapped), longest, dtype=torch.long)
+        for b, s in enumerate(wrapped):
+            index[b, : len(s)] = torch.tensor([position[w] for w in s])
+        lengths = torch.tensor([len(s) for s in wrapped], device=self.device)
+        return self.model.contextualize(table[index.to(self.device)], lengths).layers
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """The layers of one tokenized sentence: (L+1, n, 2P)."""
@@ -136,16 +198,35 @@ class Embedder:
         self, sentences: Iterable[Sequence[str]]
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(index, layers) for each sentence, in input order, computed in batches."""
-        batch: list[Sequence[str]] = []
+        chunk = self.batch_size if self.stateful else 16 * self.batch_size
         start = 0
-        for sentence in sentences:
-            batch.append(sentence)
-            if len(batch) == self.batch_size:
-                yield from enumerate(self.embed_batch(batch), start)
-                start += len(batch)
-                batch = []
-        if batch:
-            yield from enumerate(self.embed_batch(batch), start)
+        for part in _chunks(sentences, chunk):
+            yield from enumerate(self._embed_chunk(part), start)
+            start += len(part)
+
+    def _embed_chunk(self, sentences: list[Sequence[str]]) -> list[np.ndarray]:
+        """Stateless: length-sorted batches under the token budget; stateful: one batch."""
+        if self.stateful:
+            return self.embed_batch(sentences)
+        results: dict[int, np.ndarray] = {}
+        for batch in self._plan_batches([len(s) for s in sentences]):
+            layers = self.embed_batch([sentences[i] for i in batch])
+            results.update(zip(batch, layers, strict=True))
+        return [results[i] for i in range(len(sentences))]
+
+    def _plan_batches(self, lengths: list[int]) -> list[list[int]]:
+        """Indices grouped longest first into batches of <= batch_size sentences and
+        <= max_tokens padded positions (boundaries included)."""
+        batches: list[list[int]] = []
+        for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+            if batches:
+                batch = batches[-1]
+                width = lengths[batch[0]] + 2
+                if len(batch) < self.batch_size and (len(batch) + 1) * width <= self.max_tokens:
+                    batch.append(i)
+                    continue
+            batches.append([i])
+        return batches
 
     # ---- files -----------------------------------------------------------------------
 
@@ -172,21 +253,12 @@ class Embedder:
         sentence_to_index: dict[str, str] = {}
         lines = read_lines(input_path, encoding_errors)
         n_lines = _count_lines(input_path)
+        chunk = self.batch_size if self.stateful else 16 * self.batch_size
         try:
             with _open_partial(partial, identity) as out:
                 done = int(out.attrs["lines_done"])
-                bar = tqdm(total=n_lines, initial=done, unit="line", disable=not progress,
-                           desc=f"embedding {input_path.name}")
-                with bar:
-                    pending: list[InputLine] = []
 
-                    def flush() -> None:
-                        self._write(out, pending, layers)
-                        out.attrs["lines_done"] = pending[-1].number + 1
-                        out.flush()
-                        bar.update(len(pending))
-                        pending.clear()
-
+                def new_lines() -> Iterator[InputLine]:
                     for line in lines:
                         sentence_to_index[line.text] = str(line.number)
                         if line.number < done:
@@ -197,11 +269,15 @@ class Embedder:
                                 "dataset with 0 tokens to keep the numbering aligned",
                                 stacklevel=2,
                             )
-                        pending.append(line)
-                        if len(pending) == self.batch_size:
-                            flush()
-                    if pending:
-                        flush()
+                        yield line
+
+                with tqdm(total=n_lines, initial=done, unit="line", disable=not progress,
+                          desc=f"embedding {input_path.name}") as bar:
+                    for part in _chunks(new_lines(), chunk):
+                        self._write(out, part, layers)
+                        out.attrs["lines_done"] = part[-1].number + 1
+                        out.flush()
+                        bar.update(len(part))
                 if "sentence_to_index" in out:
                     del out["sentence_to_index"]
                 out.create_dataset(
@@ -216,7 +292,8 @@ class Embedder:
         return output_path
 
     def _write(self, out: h5py.File, lines: list[InputLine], layers: str) -> None:
-        for line, array in zip(lines, self.embed_batch([ln.tokens for ln in lines]), strict=True):
+        arrays = self._embed_chunk([ln.tokens for ln in lines])
+        for line, array in zip(lines, arrays, strict=True):
             name = str(line.number)
             if name in out:  # left over from a killed run
                 del out[name]
@@ -237,6 +314,18 @@ class Embedder:
             "batch_size": str(self.batch_size) if self.stateful else "",
             "model": digest.hexdigest()[:16],
         }
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of `size` items (the last may be shorter)."""
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _count_lines(path: Path) -> int | None:

@@ -79,7 +79,24 @@ class BiLM(nn.Module):
         mask = (char_ids > 0).any(dim=-1)  # (B, T)
         lengths = mask.sum(dim=1)  # (B,)
         char_ids, lengths = self._add_boundaries(char_ids, lengths)  # (B, T+2, C)
-        tokens = self.token_encoder(char_ids)  # (B, T+2, P)
+        tokens = self.encode_tokens(char_ids)  # (B, T+2, P)
+        return self.contextualize(tokens, lengths, keep_boundaries)
+
+    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (..., C) -> token vectors (..., P), the char-CNN run once per distinct token."""
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        return self.token_encoder(distinct)[inverse].reshape(*char_ids.shape[:-1], -1)
+
+    def contextualize(
+        self, tokens: torch.Tensor, lengths: torch.Tensor, keep_boundaries: bool = False
+    ) -> BiLMOutput:
+        """Token vectors of wrapped sentences -> all layers.
+
+        tokens (B, T+2, P): row b holds `<S> w_1 .. w_n </S>` in its first `lengths[b]` = n + 2
+        positions. Returns layers (L+1, B, T, 2P) and mask (B, T) without the boundaries
+        (or with them, (L+1, B, T+2, 2P), if `keep_boundaries`).
+        """
         backward_input = reverse_within_lengths(tokens, lengths)
         outputs = self.run_lstm(torch.stack([tokens, backward_input]), lengths)  # L x (2,B,T+2,P)
 
@@ -91,7 +108,8 @@ class BiLM(nn.Module):
         stacked = stacked * full_mask[None, :, :, None]
         if keep_boundaries:
             return BiLMOutput(stacked, full_mask)
-        inner = stacked[:, :, 1:-1] * mask[None, :, :, None]  # drops <S> and zeroes </S>
+        mask = full_mask[:, 2:]  # position t+1 is a word iff t + 2 < length
+        inner = stacked[:, :, 1:-1] * mask[None, :, :, None]  # drops <S>, zeroes </S>
         return BiLMOutput(inner, mask)
 
     def run_lstm(self, x: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:

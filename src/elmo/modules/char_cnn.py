@@ -39,15 +39,20 @@ class CharCNNEncoder(nn.Module):
         self.projection = nn.Linear(config.n_filters, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids (..., C) -> token vectors (..., P)."""
-        lead = char_ids.shape[:-1]
-        x = self.char_embedding(char_ids.reshape(-1, char_ids.shape[-1]))  # (N, C, E)
+    def forward(self, char_ids: torch.Tensor, chunk_size: int = 1024) -> torch.Tensor:
+        """char_ids (..., C) -> token vectors (..., P), in chunks of `chunk_size` tokens so that
+        the (N, filters, C) convolution outputs stay small."""
+        flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C)
+        chunks = [self._encode(part) for part in flat.split(chunk_size)] or [self._encode(flat)]
+        return torch.cat(chunks).reshape(*char_ids.shape[:-1], -1)
+
+    def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (N, C) -> (N, P)."""
+        x = self.char_embedding(char_ids)  # (N, C, E)
         x = x.transpose(1, 2)  # (N, E, C)
         # Each filter: convolve over character positions, max over positions, activate.
         pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions]
         x = torch.cat(pooled, dim=-1)  # (N, n_filters)
         for highway in self.highways:
             x = highway(x)
-        x = self.projection(x)  # (N, P)
-        return x.reshape(*lead, -1)
+        return self.projection(x)  # (N, P)

@@ -41,6 +41,7 @@ class ProjectedLSTM(nn.Module):
         super().__init__()
         self.cell_dim, self.proj_dim = cell_dim, proj_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.time_chunk = 64  # time steps whose input gates are computed in one matmul
         d = n_directions
         self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
@@ -70,26 +71,30 @@ class ProjectedLSTM(nn.Module):
         """
         d, b, t_max, _ = x.shape
         h, c = state if state is not None else self.zero_state(b, x)
-        # Input-to-gate products of all time steps in one matmul, time-major for the loop.
-        x_gates = torch.baddbmm(
-            self.bias.unsqueeze(1), x.transpose(1, 2).reshape(d, t_max * b, -1), self.input_weight
-        ).view(d, t_max, b, -1)  # (D, T, B, 4C)
+        x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
         outputs = x.new_zeros(d, t_max, b, self.proj_dim)
-        for t, n in enumerate(batch_sizes):
-            gates = torch.baddbmm(x_gates[:, t, :n], h[:, :n], self.state_weight)  # (D, n, 4C)
-            i, j, f, o = gates.chunk(4, dim=-1)
-            c_t = torch.sigmoid(f + 1.0) * c[:, :n] + torch.sigmoid(i) * torch.tanh(j)
-            if self.cell_clip is not None:
-                c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
-            h_t = torch.bmm(torch.sigmoid(o) * torch.tanh(c_t), self.proj_weight)  # (D, n, P)
-            if self.proj_clip is not None:
-                h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
-            if n < b:  # finished rows keep their final state
-                h = torch.cat([h_t, h[:, n:]], dim=1)
-                c = torch.cat([c_t, c[:, n:]], dim=1)
-            else:
-                h, c = h_t, c_t
-            outputs[:, t, :n] = h_t
+        for start in range(0, t_max, self.time_chunk):
+            # Input-to-gate products of a chunk of time steps in one matmul.
+            x_chunk = x[:, start : start + self.time_chunk]
+            x_gates = torch.baddbmm(
+                self.bias.unsqueeze(1), x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight
+            ).view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
+            for t in range(start, min(start + self.time_chunk, t_max)):
+                n = batch_sizes[t]
+                gates = torch.baddbmm(x_gates[:, t - start, :n], h[:, :n], self.state_weight)
+                i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
+                c_t = torch.sigmoid(f + 1.0) * c[:, :n] + torch.sigmoid(i) * torch.tanh(j)
+                if self.cell_clip is not None:
+                    c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
+                h_t = torch.bmm(torch.sigmoid(o) * torch.tanh(c_t), self.proj_weight)  # (D,n,P)
+                if self.proj_clip is not None:
+                    h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+                if n < b:  # finished rows keep their final state
+                    h = torch.cat([h_t, h[:, n:]], dim=1)
+                    c = torch.cat([c_t, c[:, n:]], dim=1)
+                else:
+                    h, c = h_t, c_t
+                outputs[:, t, :n] = h_t
         return outputs.transpose(1, 2), (h, c)
 
 

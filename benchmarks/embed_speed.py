@@ -1,0 +1,141 @@
+"""Embedding speed and memory against this machine's matmul-bound limit.
+
+For each preset (random weights written in the official format, no download) and each workload
+in ../shared/bench, a child process loads the model and runs `Embedder.embed_file` with the CLI's
+defaults; we report tokens/s, achieved GFLOP/s, the fraction of the matmul-bound limit, the
+child's peak RSS, and the median latency of one 10-token sentence. Prints a table, writes JSON.
+
+    python benchmarks/embed_speed.py [--presets small medium original] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from elmo.config import BiLMConfig
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ELMO_SHARED", REPO.parent / "shared"))
+WORKLOADS = ("wikitext2_test_1000.txt", "sentences_256.txt")
+
+
+def forward_flops_per_token(config: BiLMConfig) -> float:
+    """Multiply-adds x 2 of one token position's forward pass, without any per-word cache."""
+    c, e, f, p = config.max_characters_per_token, config.char_embed_dim, config.n_filters, \
+        config.projection_dim
+    cnn = sum(2 * (c - w + 1) * w * e * n for w, n in config.filters)
+    highway = config.n_highway * 2 * (2 * f * f)
+    projection = 2 * f * p
+    lstm = config.n_layers * 2 * (2 * 2 * p * 4 * config.lstm_dim + 2 * config.lstm_dim * p)
+    return float(cnn + highway + projection + lstm)
+
+
+def matmul_gflops(size: int = 2048, repeats: int = 10) -> float:
+    """Best fp32 GFLOP/s of a square matmul (this machine's compute-bound yardstick)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+CHILD = r"""
+import json, statistics, sys, time
+import torch
+from elmo.embed import Embedder
+from elmo.formats import load_bilm_tf
+model_dir, text, out = sys.argv[1:4]
+embedder = Embedder(load_bilm_tf(f"{model_dir}/options.json", f"{model_dir}/weights.hdf5"))
+start = time.perf_counter()
+embedder.embed_file(text, out, progress=False)
+seconds = time.perf_counter() - start
+sentence = "the quick brown fox jumps over the lazy dog .".split()
+for _ in range(3):
+    embedder.embed_sentence(sentence)
+latencies = []
+for _ in range(30):
+    t = time.perf_counter()
+    embedder.embed_sentence(sentence)
+    latencies.append(time.perf_counter() - t)
+print(json.dumps({"seconds": seconds, "latency_ms": 1000 * statistics.median(latencies)}))
+"""
+
+
+def run_child(model_dir: Path, text: Path, out: Path) -> dict:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(model_dir), str(text), str(out)],
+        stdout=subprocess.PIPE,
+    )
+    stdout = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"embedding child failed for {model_dir.name} on {text.name}")
+    result = json.loads(stdout)
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["small", "medium", "original"])
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/embed_speed.json")
+    args = parser.parse_args()
+    bench = SHARED / "bench"
+    if not bench.is_dir():
+        sys.exit(f"benchmark workloads not found at {bench} (set ELMO_SHARED)")
+    from elmo.formats import save_bilm_tf
+    from elmo.modules.bilm import BiLM
+
+    gflops = matmul_gflops()
+    print(f"fp32 matmul: {gflops:.0f} GFLOP/s, torch threads: {torch.get_num_threads()}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for preset in args.presets:
+            config = BiLMConfig.preset(preset)
+            torch.manual_seed(0)
+            model_dir = Path(tmp) / preset
+            save_bilm_tf(BiLM(config), model_dir)
+            flops = forward_flops_per_token(config)
+            weights_mb = (model_dir / "weights.hdf5").stat().st_size / 2**20
+            for workload in WORKLOADS:
+                text = bench / workload
+                tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))
+                result = run_child(model_dir, text, Path(tmp) / "out.hdf5")
+                tps = tokens / result["seconds"]
+                rows.append({
+                    "preset": preset, "workload": workload, "tokens": tokens,
+                    "tokens_per_s": tps, "gflops_achieved": tps * flops / 1e9,
+                    "fraction_of_limit": tps * flops / (gflops * 1e9),
+                    "limit_tokens_per_s": gflops * 1e9 / flops,
+                    "peak_rss_mb": result["peak_rss_mb"], "weights_mb": weights_mb,
+                    "latency_10_tokens_ms": result["latency_ms"],
+                    "mflop_per_token": flops / 1e6,
+                })
+    header = (f"{'preset':9}{'workload':26}{'tok/s':>8}{'limit':>8}{'frac':>7}{'GFLOP/s':>9}"
+              f"{'RSS MB':>8}{'wts MB':>8}{'10-tok ms':>10}")
+    print(header)
+    for r in rows:
+        print(f"{r['preset']:9}{r['workload']:26}{r['tokens_per_s']:8.0f}"
+              f"{r['limit_tokens_per_s']:8.0f}{r['fraction_of_limit']:7.2f}"
+              f"{r['gflops_achieved']:9.1f}{r['peak_rss_mb']:8.0f}{r['weights_mb']:8.0f}"
+              f"{r['latency_10_tokens_ms']:10.1f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"matmul_gflops": gflops, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

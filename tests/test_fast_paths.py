@@ -1,0 +1,75 @@
+"""Every speed path computes the same numbers as the plain one (atol 1e-5)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from elmo import batch_to_ids
+from elmo.embed import Embedder
+from tests.conftest import random_bilm
+
+WORDS = "the of bank river money deposit 北京 , . a an is was loan fish water".split()
+
+
+def _corpus(n: int, seed: int = 0) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [[rng.choice(WORDS) for _ in range(rng.randint(0, 40))] for _ in range(n)]
+
+
+def _plain(model, sentences):
+    """One sentence at a time, char-CNN on every position, no cache, no sorting."""
+    out = []
+    with torch.inference_mode():
+        for s in sentences:
+            ids = batch_to_ids([s])
+            tokens = model.token_encoder(model._add_boundaries(ids, torch.tensor([len(s)]))[0])
+            out.append(model.contextualize(tokens, torch.tensor([len(s) + 2])).layers[:, 0].numpy())
+    return out
+
+
+def test_embedder_defaults_equal_the_plain_path():
+    model = random_bilm(seed=21)
+    sentences = _corpus(150)
+    expected = _plain(model, sentences)
+    embedder = Embedder(model, batch_size=16, max_tokens=300, token_cache_size=8)  # tiny cache
+    got = embedder.embed_sentences(sentences)
+    assert len(embedder.token_cache) <= 8
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(g, e, atol=1e-5)
+    uncached = Embedder(model, token_cache_size=0).embed_sentences(sentences)
+    for e, g in zip(expected, uncached, strict=True):
+        np.testing.assert_allclose(g, e, atol=1e-5)
+
+
+def test_distinct_token_encoding_equals_per_position():
+    model = random_bilm(seed=22)
+    ids = batch_to_ids(_corpus(20, seed=1))
+    with torch.inference_mode():
+        np.testing.assert_allclose(model.encode_tokens(ids), model.token_encoder(ids), atol=1e-6)
+        # chunked char-CNN equals one pass
+        np.testing.assert_allclose(model.token_encoder(ids, chunk_size=7),
+                                   model.token_encoder(ids, chunk_size=100000), atol=1e-6)
+
+
+def test_time_chunked_gates_equal_one_chunk():
+    model = random_bilm(seed=23)
+    ids = batch_to_ids(_corpus(6, seed=2))
+    with torch.inference_mode():
+        reference = model(ids).layers
+        for layer in model.lstm.layers:
+            layer.time_chunk = 3
+        chunked = model(ids).layers
+    torch.testing.assert_close(chunked, reference, atol=1e-5, rtol=0)
+
+
+def test_batches_respect_the_budget_and_cover_every_sentence():
+    embedder = Embedder(random_bilm(), batch_size=5, max_tokens=60)
+    lengths = [len(s) for s in _corpus(200, seed=3)]
+    batches = embedder._plan_batches(lengths)
+    assert sorted(i for b in batches for i in b) == list(range(200))
+    for batch in batches:
+        assert len(batch) <= 5
+        assert len(batch) == 1 or len(batch) * (max(lengths[i] for i in batch) + 2) <= 60
