@@ -98,7 +98,10 @@ class BiLM(nn.Module):
         (or with them, (L+1, B, T+2, 2P), if `keep_boundaries`).
         """
         backward_input = reverse_within_lengths(tokens, lengths)
-        outputs = self.run_lstm(torch.stack([tokens, backward_input]), lengths)  # L x (2,B,T+2,P)
+        # Stateless and without boundaries, the forward stack need not read </S> nor the
+        # backward stack <S>: their outputs there are dropped and no state is carried on.
+        read = lengths if keep_boundaries or self.stateful else lengths - 1
+        outputs = self.run_lstm(torch.stack([tokens, backward_input]), read)  # L x (2,B,T+2,P)
 
         layers = [torch.cat([tokens, tokens], dim=-1)]
         for out in outputs:

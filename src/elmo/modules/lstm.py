@@ -41,7 +41,8 @@ class ProjectedLSTM(nn.Module):
         super().__init__()
         self.cell_dim, self.proj_dim = cell_dim, proj_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
-        self.time_chunk = 64  # time steps whose input gates are computed in one matmul
+        # Input-to-gate products are computed for as many time steps at once as fit this buffer.
+        self.gate_buffer_bytes = 128 * 2**20
         d = n_directions
         self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
@@ -66,20 +67,24 @@ class ProjectedLSTM(nn.Module):
     ) -> tuple[torch.Tensor, LSTMState]:
         """x (D, B, T, I), rows sorted longest first -> outputs (D, B, T, P), final state.
 
-        `batch_sizes[t]` is the number of rows whose length exceeds t. Outputs at padded
-        positions are zero; each row's final state is taken at its own last position.
+        `batch_sizes[t]` is the number of rows whose length exceeds t (it may stop before T).
+        Outputs at padded positions are zero; each row's final state is taken at its own last
+        position.
         """
         d, b, t_max, _ = x.shape
         h, c = state if state is not None else self.zero_state(b, x)
         x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
         outputs = x.new_zeros(d, t_max, b, self.proj_dim)
-        for start in range(0, t_max, self.time_chunk):
+        step_bytes = d * b * self.bias.shape[1] * x.element_size()
+        time_chunk = max(1, self.gate_buffer_bytes // step_bytes)
+        steps = len(batch_sizes)
+        for start in range(0, steps, time_chunk):
             # Input-to-gate products of a chunk of time steps in one matmul.
-            x_chunk = x[:, start : start + self.time_chunk]
+            x_chunk = x[:, start : min(start + time_chunk, steps)]
             x_gates = torch.baddbmm(
                 self.bias.unsqueeze(1), x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight
             ).view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
-            for t in range(start, min(start + self.time_chunk, t_max)):
+            for t in range(start, start + x_chunk.shape[1]):
                 n = batch_sizes[t]
                 gates = torch.baddbmm(x_gates[:, t - start, :n], h[:, :n], self.state_weight)
                 i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
