@@ -218,3 +218,47 @@ def test_module_reads_lines_lazily(tmp_path):
     lines = embed_module.read_lines(src)
     first = next(lines)
     assert (first.number, first.tokens) == (0, ["a", "b"])
+
+
+def _read_all(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][...] for k in f if k != "sentence_to_index"}, \
+            json.loads(f["sentence_to_index"][0]), dict(f.attrs)
+
+
+@pytest.mark.parametrize("num_shards", [2, 3])
+def test_shards_merge_into_the_one_process_file(tmp_path, model_dir, monkeypatch, num_shards):
+    lines = [f"line {i} " + "word " * (i % 5) for i in range(11)] + ["line 0"]  # a repeat
+    src = _write(tmp_path / "in.txt", lines)
+    assert _run("embed", model_dir, src, tmp_path / "single.hdf5", "--quiet") == 0
+    parts = []
+    for rank in reversed(range(num_shards)):  # RANK as torchrun sets it
+        monkeypatch.setenv("RANK", str(rank))
+        assert _run("embed", model_dir, src, tmp_path / "part{shard}.hdf5", "--quiet",
+                    "--num-shards", num_shards) == 0
+        parts.append(tmp_path / f"part{rank}.hdf5")
+    assert _run("merge", tmp_path / "merged.hdf5", *parts) == 0
+    single, single_index, single_attrs = _read_all(tmp_path / "single.hdf5")
+    merged, merged_index, merged_attrs = _read_all(tmp_path / "merged.hdf5")
+    assert single.keys() == merged.keys() and len(single) == 12
+    for name in single:
+        np.testing.assert_allclose(merged[name], single[name], atol=1e-6)
+    assert list(merged_index.items()) == list(single_index.items())
+    assert single_index["line 0"] == "11"
+    assert single_attrs == merged_attrs == {}
+
+
+def test_merge_refuses_missing_or_foreign_shards(tmp_path, model_dir, capsys):
+    src = _write(tmp_path / "in.txt", LINES)
+    for i in range(2):
+        _run("embed", model_dir, src, tmp_path / f"p{i}.hdf5", "--quiet", "--num-shards", "2",
+             "--shard-index", i)
+    assert _run("merge", tmp_path / "m.hdf5", tmp_path / "p0.hdf5") == 1
+    assert "shards 0..1" in capsys.readouterr().err
+    _run("embed", model_dir, src, tmp_path / "whole.hdf5", "--quiet")
+    assert _run("merge", tmp_path / "m.hdf5", tmp_path / "p0.hdf5", tmp_path / "whole.hdf5") == 1
+    assert "not a shard" in capsys.readouterr().err
+    assert not (tmp_path / "m.hdf5").exists()
+    assert _run("embed", model_dir, src, tmp_path / "x.hdf5", "--quiet", "--num-shards", "2",
+                "--shard-index", "5") == 1
+    assert "--shard-index must be in 0..1" in capsys.readouterr().err

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from tqdm import tqdm
 
 from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from elmo.errors import ElmoError, InputFileError
+from elmo.hdf5_output import SHARD_ATTRS, keep_only_attrs, open_partial, shard_range, write_index
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm
@@ -238,28 +237,44 @@ class Embedder:
         layers: str = "all",
         encoding_errors: str = "strict",
         progress: bool = True,
+        num_shards: int = 1,
+        shard_index: int = 0,
     ) -> Path:
         """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
 
         One float32 dataset per input line, named by its 0-based number, and a dataset
         `sentence_to_index` holding JSON that maps each line's text to its number. Output goes
         to `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it.
+        With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
+        `hdf5_output.merge_shards` joins the parts into the file one process would write.
         """
         if layers not in LAYER_MODES:
             raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+        if num_shards > 1 and self.stateful:
+            raise ElmoError("--stateful carries state through the whole file: it cannot be "
+                            "split into shards")
         input_path, output_path = Path(input_path), Path(output_path)
         partial = output_path.with_name(output_path.name + ".partial")
+        n_lines = _count_lines(input_path)
+        own = shard_range(n_lines, num_shards, shard_index)
         identity = self._run_identity(input_path, layers)
+        if num_shards > 1:
+            shard = {"num_shards": num_shards, "shard_index": shard_index,
+                     "total_lines": n_lines, "layers": layers}
+            identity.update({k: str(v) for k, v in shard.items()})
         sentence_to_index: dict[str, str] = {}
         lines = read_lines(input_path, encoding_errors)
-        n_lines = _count_lines(input_path)
         chunk = self.batch_size if self.stateful else 16 * self.batch_size
         try:
-            with _open_partial(partial, identity) as out:
-                done = int(out.attrs["lines_done"])
+            with open_partial(partial, identity) as out:
+                done = max(int(out.attrs["lines_done"]), own.start)
 
                 def new_lines() -> Iterator[InputLine]:
                     for line in lines:
+                        if line.number >= own.stop:
+                            break
+                        if line.number < own.start:
+                            continue
                         sentence_to_index[line.text] = str(line.number)
                         if line.number < done:
                             continue
@@ -271,20 +286,17 @@ class Embedder:
                             )
                         yield line
 
-                with tqdm(total=n_lines, initial=done, unit="line", disable=not progress,
-                          desc=f"embedding {input_path.name}") as bar:
+                with tqdm(total=len(own), initial=done - own.start, unit="line",
+                          disable=not progress, desc=f"embedding {input_path.name}") as bar:
                     for part in _chunks(new_lines(), chunk):
                         self._write(out, part, layers)
                         out.attrs["lines_done"] = part[-1].number + 1
                         out.flush()
                         bar.update(len(part))
-                if "sentence_to_index" in out:
-                    del out["sentence_to_index"]
-                out.create_dataset(
-                    "sentence_to_index", data=[json.dumps(sentence_to_index, ensure_ascii=False)],
-                    dtype=h5py.string_dtype("utf-8"),
-                )
-                out.attrs["complete"] = True
+                write_index(out, sentence_to_index)
+                keep_only_attrs(out, SHARD_ATTRS if num_shards > 1 else ())
+                if num_shards > 1:
+                    out.attrs.update(shard)
         except InputFileError:
             partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
             raise
@@ -328,34 +340,14 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def _count_lines(path: Path) -> int | None:
+def _count_lines(path: Path) -> int:
+    """Lines in a file (a last line without a newline counts); 0 if it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            count, last = 0, b""
+            for block in iter(lambda: f.read(1 << 20), b""):
+                count += block.count(b"\n")
+                last = block
+            return count + (1 if last and not last.endswith(b"\n") else 0)
     except OSError:
-        return None
-
-
-@contextmanager
-def _open_partial(path: Path, identity: dict[str, str]) -> Iterator[h5py.File]:
-    """OUTPUT.partial opened for appending if the same run made it, else started anew."""
-    if path.exists():
-        try:
-            f = h5py.File(path, "a")
-        except OSError:  # unreadable after a crash
-            f = None
-        if f is not None and all(f.attrs.get(k) == v for k, v in identity.items()):
-            with f:
-                yield f
-            return
-        if f is not None:
-            f.close()
-        path.unlink()
-    try:
-        f = h5py.File(path, "w")
-    except OSError as err:
-        raise ElmoError(f"cannot write {path}: {err}") from err
-    with f:
-        f.attrs.update(identity)
-        f.attrs["lines_done"] = 0
-        yield f
+        return 0

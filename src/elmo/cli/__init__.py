@@ -8,11 +8,11 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from elmo.cli import embed
+from elmo.cli import embed, merge
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
-SUBCOMMANDS = {"embed": embed}
+SUBCOMMANDS = {"embed": embed, "merge": merge}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from elmo.embed import ENCODING_ERRORS, LAYER_MODES, Embedder
 
@@ -30,6 +31,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="strict",
                    help="strict: stop at a line that is not UTF-8 (default); replace: "
                    "replace invalid bytes with U+FFFD")
+    p.add_argument("--num-shards", type=int, default=1,
+                   help="split INPUT into this many contiguous blocks of lines (default 1)")
+    p.add_argument("--shard-index", type=int, default=None,
+                   help="which block to embed (default: $RANK, as set by torchrun, else 0); "
+                   "'{shard}' in OUTPUT is replaced by it. Join the parts with `elmo merge`")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -44,10 +50,15 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--batch-size must be at least 1")
     model = None if official else args.paths[0]
     input_path, output_path = args.paths[-2:]
+    shard_index = args.shard_index
+    if shard_index is None:
+        shard_index = int(os.environ.get("RANK", 0)) if args.num_shards > 1 else 0
+    output_path = output_path.replace("{shard}", str(shard_index))
     embedder = Embedder.from_pretrained(
         model, options=args.options, weights=args.weights, device=args.device,
         batch_size=args.batch_size, stateful=args.stateful,
     )
     embedder.embed_file(input_path, output_path, layers=args.layers,
-                        encoding_errors=args.encoding_errors, progress=not args.quiet)
+                        encoding_errors=args.encoding_errors, progress=not args.quiet,
+                        num_shards=args.num_shards, shard_index=shard_index)
     return 0

@@ -1,0 +1,24 @@
+"""`elmo merge`: join the shard files of `elmo embed --num-shards N` into one file."""
+
+from __future__ import annotations
+
+import argparse
+
+from elmo.hdf5_output import merge_shards
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    p = sub.add_parser(
+        name,
+        help="join the shards of `elmo embed --num-shards N` into one HDF5 file",
+        description="Join SHARD files (all N of one run, any order) into OUTPUT, the same "
+        "file a one-process `elmo embed` run writes.",
+    )
+    p.add_argument("output", metavar="OUTPUT")
+    p.add_argument("shards", nargs="+", metavar="SHARD")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    merge_shards(args.shards, args.output)
+    return 0
