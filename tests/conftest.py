@@ -13,6 +13,10 @@ from elmo.modules.bilm import BiLM
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Tests run tiny models: one thread is faster, and immune to OpenMP spin-waits when the
+# machine's two cores are busy with something else.
+torch.set_num_threads(1)
+
 
 def shared_dir() -> Path | None:
     """`../shared` beside the checkout (or $ELMO_SHARED), if present."""

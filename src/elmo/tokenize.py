@@ -91,8 +91,6 @@ def get_tokenizer(name: str) -> Tokenizer:
     elif name == "jieba":
         tok = _Jieba()
     else:
-        raise ValueError(
-            f"unknown tokenizer {name!r}; choose one of: {', '.join(TOKENIZER_NAMES)}"
-        )
+        raise ValueError(f"unknown tokenizer {name!r}; choose one of: {', '.join(TOKENIZER_NAMES)}")
     tok("")  # import the back-end now, so a missing dependency fails early and clearly
     return tok
