@@ -352,3 +352,23 @@ def test_resolve_unknown_name() -> None:
     for name in hub.RELEASED_MODELS:
         assert name in msg
     assert not isinstance(err.value, KeyError)
+
+
+def test_released_name_downloads_and_embeds(
+    server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`Embedder.from_pretrained("medium")` end to end, against a real (tiny) official pair."""
+    from elmo import save_bilm_tf
+    from elmo.embed import Embedder
+    from tests.conftest import random_bilm
+
+    model = random_bilm(seed=31)
+    options, weights = save_bilm_tf(model, tmp_path / "made")
+    release = hub.RELEASED_MODELS["medium"]
+    for url, path in ((release.options_url, options), (release.weights_url, weights)):
+        server.files["/mirror" + url.removeprefix(hub.DEFAULT_BASE_URL)] = path.read_bytes()
+    monkeypatch.setenv("ELMO_RELEASE_BASE_URL", server.url("/mirror/"))
+    got = Embedder.from_pretrained("medium").embed_sentence(["river", "bank"])
+    expected = Embedder(model).embed_sentence(["river", "bank"])
+    assert got.shape == (3, 2, 32)
+    assert abs(got - expected).max() == 0.0

@@ -204,14 +204,17 @@ class Embedder:
             start += len(part)
 
     def _embed_chunk(self, sentences: list[Sequence[str]]) -> list[np.ndarray]:
-        """Stateless: length-sorted batches under the token budget; stateful: one batch."""
-        if self.stateful:
-            return self.embed_batch(sentences)
-        results: dict[int, np.ndarray] = {}
-        for batch in self._plan_batches([len(s) for s in sentences]):
-            layers = self.embed_batch([sentences[i] for i in batch])
-            results.update(zip(batch, layers, strict=True))
+        """The layers of a chunk of sentences, in input order."""
+        results = dict(self._iter_chunk(sentences))
         return [results[i] for i in range(len(sentences))]
+
+    def _iter_chunk(self, sentences: list[Sequence[str]]) -> Iterator[tuple[int, np.ndarray]]:
+        """(index, layers) in computation order. Stateless: length-sorted batches under the
+        token budget; stateful: the chunk is one batch, in input order."""
+        batches = [list(range(len(sentences)))] if self.stateful else \
+            self._plan_batches([len(s) for s in sentences])
+        for batch in batches:
+            yield from zip(batch, self.embed_batch([sentences[i] for i in batch]), strict=True)
 
     def _plan_batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices grouped longest first into batches of <= batch_size sentences and
@@ -304,12 +307,12 @@ class Embedder:
         return output_path
 
     def _write(self, out: h5py.File, lines: list[InputLine], layers: str) -> None:
-        arrays = self._embed_chunk([ln.tokens for ln in lines])
-        for line, array in zip(lines, arrays, strict=True):
-            name = str(line.number)
+        for i, array in self._iter_chunk([ln.tokens for ln in lines]):
+            name = str(lines[i].number)
             if name in out:  # left over from a killed run
                 del out[name]
-            out.create_dataset(name, data=select_layers(array, layers).astype(np.float32))
+            data = select_layers(array, layers).astype(np.float32, copy=False)
+            out.create_dataset(name, data=data)
 
     def _run_identity(self, input_path: Path, layers: str) -> dict[str, str]:
         """What a partial output must have been made from to be resumed."""

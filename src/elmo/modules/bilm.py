@@ -103,17 +103,19 @@ class BiLM(nn.Module):
         read = lengths if keep_boundaries or self.stateful else lengths - 1
         outputs = self.run_lstm(torch.stack([tokens, backward_input]), read)  # L x (2,B,T+2,P)
 
-        layers = [torch.cat([tokens, tokens], dim=-1)]
-        for out in outputs:
-            layers.append(torch.cat([out[0], reverse_within_lengths(out[1], lengths)], dim=-1))
-        stacked = torch.stack(layers)  # (L+1, B, T+2, 2P)
-        full_mask = torch.arange(stacked.shape[2], device=lengths.device) < lengths.unsqueeze(1)
-        stacked = stacked * full_mask[None, :, :, None]
+        b, t, p = tokens.shape
+        layers = tokens.new_empty(self.num_layers, b, t, 2 * p)  # filled in place: no copies
+        layers[0, :, :, :p] = tokens
+        layers[0, :, :, p:] = tokens
+        for k, out in enumerate(outputs, start=1):
+            layers[k, :, :, :p] = out[0]
+            layers[k, :, :, p:] = reverse_within_lengths(out[1], lengths)
+        full_mask = torch.arange(t, device=lengths.device) < lengths.unsqueeze(1)  # (B, T+2)
         if keep_boundaries:
-            return BiLMOutput(stacked, full_mask)
+            return BiLMOutput(layers.mul_(full_mask[None, :, :, None]), full_mask)
         mask = full_mask[:, 2:]  # position t+1 is a word iff t + 2 < length
-        inner = stacked[:, :, 1:-1] * mask[None, :, :, None]  # drops <S>, zeroes </S>
-        return BiLMOutput(inner, mask)
+        inner = layers[:, :, 1:-1]  # a view without <S>; </S> and padding zeroed next
+        return BiLMOutput(inner.mul_(mask[None, :, :, None]), mask)
 
     def run_lstm(self, x: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
         """Both LSTM stacks on direction-stacked inputs.

@@ -39,7 +39,7 @@ class CharCNNEncoder(nn.Module):
         self.projection = nn.Linear(config.n_filters, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
 
-    def forward(self, char_ids: torch.Tensor, chunk_size: int = 1024) -> torch.Tensor:
+    def forward(self, char_ids: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
         """char_ids (..., C) -> token vectors (..., P), in chunks of `chunk_size` tokens so that
         the (N, filters, C) convolution outputs stay small."""
         flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C)

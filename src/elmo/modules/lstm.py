@@ -42,7 +42,7 @@ class ProjectedLSTM(nn.Module):
         self.cell_dim, self.proj_dim = cell_dim, proj_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
         # Input-to-gate products are computed for as many time steps at once as fit this buffer.
-        self.gate_buffer_bytes = 128 * 2**20
+        self.gate_buffer_bytes = 64 * 2**20
         d = n_directions
         self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
