@@ -140,3 +140,16 @@ def test_native_fp16_storage_stays_close(tmp_path):
     assert (tmp_path / "half/model.safetensors").stat().st_size < (
         save_pretrained(model, tmp_path / "full") / "model.safetensors"
     ).stat().st_size * 0.6
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        options, weights = save_bilm_tf(random_bilm(), tmp_path / "m")
+    finally:
+        os.umask(mask)
+    for path in (options, weights):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path

@@ -265,7 +265,6 @@ class Embedder:
             shard = {"num_shards": num_shards, "shard_index": shard_index,
                      "total_lines": n_lines, "layers": layers}
             identity.update({k: str(v) for k, v in shard.items()})
-        sentence_to_index: dict[str, str] = {}
         lines = read_lines(input_path, encoding_errors)
         chunk = self.batch_size if self.stateful else 16 * self.batch_size
         try:
@@ -276,9 +275,6 @@ class Embedder:
                     for line in lines:
                         if line.number >= own.stop:
                             break
-                        if line.number < own.start:
-                            continue
-                        sentence_to_index[line.text] = str(line.number)
                         if line.number < done:
                             continue
                         if not line.tokens:
@@ -296,7 +292,10 @@ class Embedder:
                         out.attrs["lines_done"] = part[-1].number + 1
                         out.flush()
                         bar.update(len(part))
-                write_index(out, sentence_to_index)
+                # Built from a second pass so that memory stays flat while embedding.
+                write_index(out, {line.text: str(line.number)
+                                  for line in read_lines(input_path, encoding_errors)
+                                  if line.number in own})
                 keep_only_attrs(out, SHARD_ATTRS if num_shards > 1 else ())
                 if num_shards > 1:
                     out.attrs.update(shard)

@@ -8,11 +8,18 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from elmo.cli import embed, merge
+from elmo.cli import embed, export, merge, perplexity, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
-SUBCOMMANDS = {"embed": embed, "merge": merge}
+SUBCOMMANDS = {
+    "embed": embed,
+    "merge": merge,
+    "train": train,
+    "vocab": vocab,
+    "perplexity": perplexity,
+    "export": export,
+}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

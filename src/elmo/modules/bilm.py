@@ -70,6 +70,16 @@ class BiLM(nn.Module):
         """Forget the LSTM state carried between calls in stateful mode."""
         self._states = None
 
+    @property
+    def carried_states(self) -> list[LSTMState] | None:
+        """Stateful mode's carried state: per layer (h (2, B, P), c (2, B, C)), rows in call
+        order; None before the first call or after `reset_states()`. Settable, to resume."""
+        return self._states
+
+    @carried_states.setter
+    def carried_states(self, states: list[LSTMState] | None) -> None:
+        self._states = states
+
     def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
         """char_ids (B, T, C) of sentences without boundary tokens -> all layers and the mask.
 

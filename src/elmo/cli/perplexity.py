@@ -1,0 +1,51 @@
+"""`elmo perplexity`: forward, backward and average perplexity of a trained biLM on a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tqdm import tqdm
+
+from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.tokenize import TOKENIZER_NAMES
+from elmo.training.distributed import resolve_device
+from elmo.training.evaluate import evaluate_perplexity
+from elmo.training.model_init import load_language_model
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    p = sub.add_parser(
+        name,
+        help="perplexity of a trained biLM on a text file",
+        description="Score FILE (one sentence per line) with MODEL, a directory written by "
+        "`elmo train` (it has the softmax). Exact softmax; every sentence is scored from a "
+        "zero state, n + 1 predictions per direction; the average is exp of the mean of both "
+        "directions' losses.",
+    )
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
+    p.add_argument("--device", help="torch device (default: cuda if available)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    lm, vocab = load_language_model(args.model)
+    lm.to(resolve_device(args.device))
+    sentences = iter_sentences(expand_paths([args.file]), args.tokenizer)
+    sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
+    totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)
+    if args.json:
+        print(json.dumps(totals.to_dict()))
+    else:
+        print(f"forward perplexity   {totals.forward:.3f}\n"
+              f"backward perplexity  {totals.backward:.3f}\n"
+              f"average perplexity   {totals.average:.3f}\n"
+              f"tokens               {totals.n_tokens:,} per direction")
+    return 0

@@ -1,0 +1,128 @@
+"""TrainConfig: every option of a pretraining or continued-training run.
+
+Defaults follow bilm-tf: BPTT windows of 20, 128 rows, dropout 0.1, Adagrad with learning rate
+0.2 and initial accumulator 1.0, gradients clipped to global norm 10, 10 epochs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from elmo.modules.language_model import SOFTMAX_MODES
+from elmo.tokenize import TOKENIZER_NAMES
+
+OPTIMIZERS = ("adagrad", "adam")
+SCHEDULES = ("constant", "slanted-triangular")
+DEFAULT_LR = {"adagrad": 0.2, "adam": 1e-3}
+DEFAULT_PRESET = "small"
+
+# Options that may change when a run is resumed (they do not decide the data or the model).
+RESUMABLE_CHANGES = frozenset({
+    "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
+    "early_stopping_patience", "max_steps", "epochs",
+})
+
+
+@dataclass
+class TrainConfig:
+    """Options of `elmo train`; `None` means "derive it" (see each field)."""
+
+    train: list[str] = field(default_factory=list)  # files or glob patterns, plain or .gz
+    valid: str | None = None  # held-out text for perplexity and best-model selection
+    # Model.
+    preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
+    init_from: str | None = None  # continue training this model (architecture from it)
+    dropout: float = 0.1
+    # Vocabulary and tokens.
+    vocab: str | None = None  # bilm-tf vocabulary file (None: built from the training data)
+    min_count: int = 1
+    max_vocab: int | None = None
+    tokenizer: str = "whitespace"
+    # Batches.
+    batch_size: int = 128  # rows per rank
+    unroll_steps: int = 20
+    shuffle_window: int = 0  # shuffle sentences within windows of this many (0: file order)
+    # Length of the run: max_steps if given, else epochs over the counted training tokens.
+    max_steps: int | None = None
+    epochs: float = 10.0
+    # Optimisation.
+    optimizer: str = "adagrad"
+    lr: float | None = None  # None: DEFAULT_LR of the optimizer
+    clip_norm: float = 10.0
+    softmax: str = "auto"
+    num_samples: int = 8192
+    seed: int = 0
+    device: str | None = None  # None: cuda if available, else cpu
+    # ULMFiT-style fine-tuning (Howard and Ruder 2018).
+    discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
+    schedule: str = "constant"
+    warmup_frac: float = 0.1  # slanted-triangular: fraction of steps spent increasing
+    gradual_unfreeze: bool = False
+    unfreeze_every: int | None = None  # steps between unfreezing groups (None: one epoch)
+    # Bookkeeping.
+    checkpoint_every: int = 1000
+    eval_every: int = 1000
+    log_every: int = 100
+    early_stopping_patience: int | None = None  # evaluations without improvement
+
+    def __post_init__(self) -> None:
+        self.train = [str(p) for p in self.train]
+        checks = [
+            (bool(self.train), "at least one training file is needed"),
+            (self.preset is None or self.init_from is None,
+             "give a preset or a model to continue from (--init-from), not both"),
+            (self.tokenizer in TOKENIZER_NAMES, f"tokenizer must be one of {TOKENIZER_NAMES}"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
+            (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),
+            (self.softmax in SOFTMAX_MODES, f"softmax must be one of {SOFTMAX_MODES}"),
+            (0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
+            (self.min_count >= 1, "min count must be >= 1"),
+            (self.max_vocab is None or self.max_vocab >= 4, "max vocab must be >= 4"),
+            (min(self.batch_size, self.unroll_steps, self.num_samples) >= 1,
+             "batch size, unroll steps and samples must be >= 1"),
+            (self.shuffle_window >= 0, "shuffle window must be >= 0"),
+            (self.max_steps is None or self.max_steps >= 1, "max steps must be >= 1"),
+            (self.epochs > 0, "epochs must be > 0"),
+            (self.lr is None or self.lr > 0, "learning rate must be > 0"),
+            (self.clip_norm > 0, "clip norm must be > 0"),
+            (self.discriminative_lr >= 1.0, "discriminative lr factor must be >= 1"),
+            (0.0 < self.warmup_frac < 1.0, "warmup fraction must be in (0, 1)"),
+            (self.unfreeze_every is None or self.unfreeze_every >= 1,
+             "unfreeze every must be >= 1"),
+            (min(self.checkpoint_every, self.eval_every, self.log_every) >= 1,
+             "checkpoint, eval and log intervals must be >= 1"),
+            (self.early_stopping_patience is None or self.early_stopping_patience >= 1,
+             "early stopping patience must be >= 1"),
+            (self.early_stopping_patience is None or self.valid is not None,
+             "early stopping needs validation data (--valid)"),
+        ]
+        errors = [message for ok, message in checks if not ok]
+        if errors:
+            raise ValueError("; ".join(errors))
+
+    @property
+    def learning_rate(self) -> float:
+        """The top group's peak learning rate."""
+        return self.lr if self.lr is not None else DEFAULT_LR[self.optimizer]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown training options {unknown}")
+        return cls(**data)
+
+    def changes_from(self, saved: TrainConfig) -> tuple[list[str], list[str]]:
+        """Fields that differ from a saved run: (allowed on resume, not allowed)."""
+        ours, theirs = self.to_dict(), saved.to_dict()
+        changed = sorted(k for k in ours if ours[k] != theirs[k])
+        return (
+            [k for k in changed if k in RESUMABLE_CHANGES],
+            [k for k in changed if k not in RESUMABLE_CHANGES],
+        )

@@ -1,0 +1,110 @@
+"""The model a run starts from: a fresh preset, or a trained biLM to continue training.
+
+Continuing (paper section 2.4, domain adaptation) keeps the source's architecture and weights.
+The softmax over the run's vocabulary takes the source's softmax row for every word the source
+vocabulary knows (our training output has `softmax.*` tensors and `vocab.txt`); every other
+word, and all words when the source has no softmax (official bilm-tf files, released models),
+starts from its token-encoder vector with bias 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from elmo.chars import word_to_char_ids
+from elmo.config import BiLMConfig
+from elmo.errors import ElmoError
+from elmo.formats.native import is_native_dir, load_pretrained
+from elmo.modules.bilm import BiLM
+from elmo.modules.language_model import BiLanguageModel
+from elmo.pretrained import load_bilm
+from elmo.training.config import DEFAULT_PRESET, TrainConfig
+from elmo.training.prepare import VOCAB_NAME
+from elmo.vocab import Vocabulary
+
+_ENCODE_CHUNK = 4096  # words per token-encoder call when initialising the softmax
+
+
+@dataclass
+class InitSource:
+    """A trained biLM, with its softmax and vocabulary when it has them."""
+
+    bilm: BiLM
+    softmax: tuple[torch.Tensor, torch.Tensor] | None = None  # weight (V, P), bias (V,)
+    vocab: Vocabulary | None = None
+
+
+def load_init_source(spec: str | Path) -> InitSource:
+    """Our model directory (softmax and vocab kept), or anything `load_bilm` accepts."""
+    path = Path(spec)
+    if not is_native_dir(path):
+        return InitSource(load_bilm(spec))
+    bilm, extra = load_pretrained(path)
+    vocab = Vocabulary.from_file(path / VOCAB_NAME) if (path / VOCAB_NAME).is_file() else None
+    softmax = None
+    if "softmax.weight" in extra and "softmax.bias" in extra:
+        softmax = (extra["softmax.weight"], extra["softmax.bias"])
+        if vocab is not None and len(vocab) != len(softmax[1]):
+            raise ValueError(f"{path}: {VOCAB_NAME} has {len(vocab)} words but the softmax "
+                             f"has {len(softmax[1])} rows")
+    return InitSource(bilm, softmax, vocab)
+
+
+@torch.no_grad()
+def init_softmax_from(lm: BiLanguageModel, vocab: Vocabulary, source: InitSource) -> int:
+    """Set lm's softmax from `source` as described above; returns the rows copied."""
+    head, encoder = lm.softmax, lm.bilm.token_encoder
+    max_chars = lm.bilm.config.max_characters_per_token
+    words = vocab.words
+    for start in range(0, len(words), _ENCODE_CHUNK):
+        chunk = words[start : start + _ENCODE_CHUNK]
+        ids = torch.tensor([word_to_char_ids(w, max_chars) for w in chunk])
+        head.weight[start : start + len(chunk)] = encoder(ids.to(head.weight.device))
+    head.bias.zero_()
+    if source.softmax is None or source.vocab is None:
+        return 0
+    pairs = [(i, source.vocab.word_to_id(w)) for i, w in enumerate(words) if w in source.vocab]
+    if pairs:
+        ours, theirs = (torch.tensor(ids) for ids in zip(*pairs, strict=True))
+        weight, bias = source.softmax
+        head.weight[ours] = weight[theirs].to(head.weight)
+        head.bias[ours] = bias[theirs].to(head.bias)
+    return len(pairs)
+
+
+def build_language_model(config: TrainConfig, vocab: Vocabulary) -> BiLanguageModel:
+    """A new preset model (random weights from the current torch seed) or a continued one."""
+    source = load_init_source(config.init_from) if config.init_from else None
+    if source is not None:
+        bilm_config = dataclasses.replace(
+            source.bilm.config, vocab_size=len(vocab), dropout=config.dropout
+        )
+    else:
+        bilm_config = BiLMConfig.preset(
+            config.preset or DEFAULT_PRESET, vocab_size=len(vocab), dropout=config.dropout
+        )
+    lm = BiLanguageModel(BiLM(bilm_config), len(vocab), config.softmax, config.num_samples)
+    if source is not None:
+        lm.bilm.load_state_dict(source.bilm.state_dict())
+        init_softmax_from(lm, vocab, source)
+    return lm
+
+
+def load_language_model(model_dir: str | Path) -> tuple[BiLanguageModel, Vocabulary]:
+    """A model written by `elmo train` with its softmax and vocabulary (for perplexity)."""
+    source = load_init_source(model_dir) if is_native_dir(model_dir) else None
+    if source is None or source.softmax is None or source.vocab is None:
+        raise ElmoError(
+            f"{model_dir} is not a model with a softmax and vocabulary: perplexity needs a "
+            "model directory written by `elmo train` (model.safetensors with softmax.* "
+            f"tensors, {VOCAB_NAME}); released and bilm-tf models ship without their softmax"
+        )
+    lm = BiLanguageModel(source.bilm, len(source.vocab), softmax="full")
+    with torch.no_grad():
+        lm.softmax.weight.copy_(source.softmax[0])
+        lm.softmax.bias.copy_(source.softmax[1])
+    return lm.eval(), source.vocab

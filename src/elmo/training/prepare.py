@@ -1,0 +1,146 @@
+"""Before training: the run directory, its vocabulary and the corpus token count.
+
+One streamed pass over the corpus counts its tokens (for the number of steps per epoch and the
+ETA) and, unless a vocabulary file is given, builds the vocabulary; memory holds the word
+counts only, never the text. `run.json` records the options, so that re-running the same
+command resumes the run and a different one is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from elmo.atomic import atomic_write_text
+from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.errors import ElmoError
+from elmo.formats.native import WEIGHTS_NAME
+from elmo.training.checkpoint import CHECKPOINT_NAME
+from elmo.training.config import TrainConfig
+from elmo.vocab import Vocabulary
+
+RUN_NAME = "run.json"
+VOCAB_NAME = "vocab.txt"
+
+
+@dataclass
+class CorpusStats:
+    n_sentences: int = 0
+    n_tokens: int = 0  # predictions per direction: words + one </S> per sentence (as bilm-tf)
+
+
+def scan_corpus(
+    paths: Sequence[Path],
+    tokenizer: str = "whitespace",
+    *,
+    build_vocab: bool = True,
+    min_count: int = 1,
+    max_vocab: int | None = None,
+    progress: bool = False,
+) -> tuple[CorpusStats, Vocabulary | None]:
+    """Count the corpus's sentences and tokens; build its vocabulary if `build_vocab`."""
+    stats = CorpusStats()
+
+    def counted() -> Iterator[list[str]]:
+        bar = tqdm(iter_sentences(paths, tokenizer), desc="scanning corpus", unit=" sent",
+                   disable=not progress, mininterval=1.0)
+        for words in bar:
+            stats.n_sentences += 1
+            stats.n_tokens += len(words) + 1
+            yield words
+
+    if build_vocab:
+        vocab = Vocabulary.build(counted(), min_count=min_count, max_size=max_vocab)
+        return stats, vocab
+    for _ in counted():
+        pass
+    return stats, None
+
+
+# ---- the run directory ----------------------------------------------------------------
+
+
+@dataclass
+class RunInfo:
+    """What a run directory's `run.json` records: the options and the corpus scanned."""
+
+    config: TrainConfig
+    train_files: list[str]
+    n_sentences: int
+    n_tokens: int
+    world_size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunInfo:
+        return cls(**{**data, "config": TrainConfig.from_dict(data["config"])})
+
+    def save(self, out_dir: Path) -> None:
+        atomic_write_text(out_dir / RUN_NAME, json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def prepare_run(
+    config: TrainConfig, out_dir: Path, world_size: int, say: Callable[[str], None],
+    progress: bool = False,
+) -> RunInfo:
+    """Create the run directory (scan the corpus, write vocab.txt and run.json) or, if it
+    exists, check that `config` continues the same run. `say` reports what happens."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(".*.tmp"):  # left behind by a writer that was killed
+        stale.unlink()
+    files = [str(p) for p in expand_paths(config.train)]
+    if (out_dir / RUN_NAME).exists():
+        return _check_resume(config, out_dir, world_size, files, say)
+    clashes = [name for name in (CHECKPOINT_NAME, WEIGHTS_NAME) if (out_dir / name).exists()]
+    if clashes:
+        raise ElmoError(f"{out_dir} holds {', '.join(clashes)} but no {RUN_NAME}: it is not a "
+                        "training run directory; choose a new --out")
+    valid = expand_paths([config.valid]) if config.valid is not None else None
+    if valid is not None and next(iter_sentences(valid, config.tokenizer), None) is None:
+        raise ElmoError(f"the validation file {config.valid} has no sentences")
+    say(f"scanning {len(files)} training file(s)")
+    stats, vocab = scan_corpus(
+        [Path(f) for f in files], config.tokenizer, build_vocab=config.vocab is None,
+        min_count=config.min_count, max_vocab=config.max_vocab, progress=progress,
+    )
+    if stats.n_sentences == 0:
+        raise ElmoError(f"the training files {config.train} have no sentences")
+    if vocab is None:
+        vocab = Vocabulary.from_file(config.vocab)
+    vocab.save(out_dir / VOCAB_NAME)
+    info = RunInfo(config, files, stats.n_sentences, stats.n_tokens, world_size)
+    info.save(out_dir)
+    say(f"{stats.n_sentences:,} sentences, {stats.n_tokens:,} tokens; "
+        f"vocabulary of {len(vocab):,} words")
+    return info
+
+
+def _check_resume(
+    config: TrainConfig, out_dir: Path, world_size: int, files: list[str],
+    say: Callable[[str], None],
+) -> RunInfo:
+    info = RunInfo.from_dict(json.loads((out_dir / RUN_NAME).read_text(encoding="utf-8")))
+    allowed, denied = config.changes_from(info.config)
+    if denied:
+        raise ElmoError(
+            f"{out_dir} holds a run with other options ({', '.join(denied)} differ): run the "
+            "same command to resume it, or choose a new --out"
+        )
+    if info.world_size != world_size:
+        raise ElmoError(f"{out_dir} was trained with {info.world_size} process(es); resume it "
+                        f"with the same number, not {world_size}")
+    if files != info.train_files:
+        raise ElmoError(f"the training files matching {config.train} changed since the run "
+                        "started; resuming needs the same files")
+    if allowed:
+        say(f"resuming with changed options: {', '.join(allowed)}")
+        info.config = config
+        info.save(out_dir)
+    return info

@@ -1,0 +1,356 @@
+"""Trainer: pretrain or continue training a biLM, resumable and data-parallel.
+
+One step reads the next BPTT window of every row (LSTM state carried across windows per row),
+computes the mean loss of both directions with the tied softmax, backpropagates it scaled by
+the window length (as bilm-tf), averages gradients over the ranks, clips them to a global
+norm and takes an optimizer step.
+
+The run directory (`--out`) holds `run.json` (options, corpus counts), `vocab.txt`,
+`checkpoint.safetensors` (everything needed to resume exactly, written by rank 0 every
+`checkpoint_every` steps and at the end), `metrics.jsonl`, and the model in our format
+(`config.json` + `model.safetensors` with `softmax.*` tensors): the best one on the validation
+data if given, else the last one. Re-running the same command resumes from the checkpoint and
+ends with the same weights as a run never interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.utils import clip_grad_norm_
+from tqdm import tqdm
+
+from elmo.config import BiLMConfig
+from elmo.data.batching import Batch, BPTTConfig
+from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.errors import ElmoError
+from elmo.formats.native import save_pretrained
+from elmo.modules.bilm import BiLM
+from elmo.modules.language_model import BiLanguageModel
+from elmo.tokenize import get_tokenizer
+from elmo.training.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    RankState,
+    capture_rng,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
+from elmo.training.config import TrainConfig
+from elmo.training.distributed import World, init_world, resolve_device
+from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
+from elmo.training.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
+from elmo.training.metrics import METRICS_NAME, MetricsLog
+from elmo.training.model_init import build_language_model
+from elmo.training.prepare import VOCAB_NAME, RunInfo, prepare_run
+from elmo.training.schedules import lr_multiplier
+from elmo.training.stream import TrainStream, batch_tensors
+from elmo.vocab import Vocabulary
+
+
+class TrainingDiverged(ElmoError):
+    """The loss or the gradient norm became NaN or infinite; nothing was saved after it."""
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    step: int
+    total_steps: int
+    best_valid_ppl: float | None
+    last_valid: PerplexityTotals | None
+    stopped_early: bool
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+class Trainer:
+    """Runs one training job in `out_dir` (a single process, or one rank of torchrun)."""
+
+    def __init__(
+        self, config: TrainConfig, out_dir: str | Path, world: World | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.config, self.out = config, Path(out_dir)
+        self.world = world or World(device=resolve_device(config.device))
+        self.verbose = progress and self.world.is_main
+        self.metrics = MetricsLog(self.out / METRICS_NAME)
+        self._bar: tqdm | None = None
+
+    # ---- setup ----------------------------------------------------------------------
+
+    def _say(self, message: str) -> None:
+        if self.verbose:
+            (self._bar.write if self._bar else print)(f"elmo train: {message}", file=sys.stderr)
+
+    def _prepare(self) -> RunInfo:
+        """Rank 0 prepares the directory; the others wait for it and learn the outcome."""
+        shared = None
+        if self.world.is_main:
+            try:
+                info = prepare_run(self.config, self.out, self.world.world_size, self._say,
+                                   self.verbose)
+                shared = {"info": info.to_dict()}
+            except Exception as err:
+                self.world.share_from_main({"error": f"rank 0 could not prepare: {err}"})
+                raise
+        shared = self.world.share_from_main(shared)
+        if "error" in shared:
+            raise ElmoError(shared["error"])
+        return RunInfo.from_dict(shared["info"])
+
+    def _setup(self, info: RunInfo) -> Checkpoint | None:
+        cfg, world = self.config, self.world
+        self.vocab = Vocabulary.from_file(self.out / VOCAB_NAME)
+        tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
+        self.steps_per_epoch = max(1, math.ceil(info.n_tokens / tokens_per_step))
+        self.total_steps = cfg.max_steps or max(
+            1, math.ceil(cfg.epochs * info.n_tokens / tokens_per_step)
+        )
+        self.unfreeze_every = (cfg.unfreeze_every or self.steps_per_epoch) \
+            if cfg.gradual_unfreeze else None
+        ckpt_path = self.out / CHECKPOINT_NAME
+        ckpt = load_checkpoint(ckpt_path) if ckpt_path.exists() else None
+
+        _seed_everything(cfg.seed)  # the same initial weights on every rank
+        if ckpt is None:
+            lm = build_language_model(cfg, self.vocab)
+        else:
+            bilm = BiLM(BiLMConfig.from_dict(ckpt.model_config))
+            lm = BiLanguageModel(bilm, len(self.vocab), cfg.softmax, cfg.num_samples)
+            lm.load_state_dict(ckpt.model)
+        self.lm = lm.to(world.device).train()
+        self.lm.bilm.stateful = True
+        self.max_chars = lm.bilm.config.max_characters_per_token
+
+        self.groups = layer_groups(self.lm)
+        self.base_lrs = discriminative_lrs(cfg.learning_rate, len(self.groups),
+                                           cfg.discriminative_lr)
+        param_groups = [{"params": g.params, "lr": lr, "name": g.name}
+                        for g, lr in zip(self.groups, self.base_lrs, strict=True)]
+        if cfg.optimizer == "adagrad":
+            self.optimizer: torch.optim.Optimizer = torch.optim.Adagrad(
+                param_groups, lr=cfg.learning_rate, initial_accumulator_value=1.0
+            )
+        else:
+            self.optimizer = torch.optim.Adam(param_groups, lr=cfg.learning_rate)
+
+        bptt = BPTTConfig(batch_size=cfg.batch_size, unroll_steps=cfg.unroll_steps,
+                          max_chars=self.max_chars, shuffle_window=cfg.shuffle_window,
+                          seed=cfg.seed)
+        self.stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer,
+                                  self.vocab, bptt, world.rank, world.world_size)
+        self.step, self.best, self.bad_evals = 0, None, 0
+        self.last_checkpoint: int | None = None
+        if ckpt is None:
+            _seed_everything(cfg.seed + world.rank)  # dropout and sampling differ per rank
+            return None
+        if len(ckpt.ranks) != world.world_size:
+            raise ElmoError(f"{ckpt_path} holds {len(ckpt.ranks)} rank(s), this run has "
+                            f"{world.world_size}")
+        self.optimizer.load_state_dict(ckpt.optimizer)
+        mine = ckpt.ranks[world.rank]
+        self.stream.load_state_dict(mine.stream)
+        if mine.lstm_states is not None:
+            self.lm.bilm.carried_states = [
+                (h.to(world.device), c.to(world.device)) for h, c in mine.lstm_states
+            ]
+        restore_rng(mine.rng)
+        self.step = self.last_checkpoint = ckpt.step
+        self.best, self.bad_evals = ckpt.best_valid_ppl, ckpt.bad_evals
+        return ckpt
+
+    # ---- the run --------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        """Train to the end (or resume and finish); returns where it stopped."""
+        ckpt = self._setup(self._prepare())
+        if self.world.is_main:  # forget what a killed run logged after its last checkpoint
+            self.metrics.truncate_after(self.step)
+        cfg = self.config
+        stopped_early = self._patience_spent()
+        if self.step >= self.total_steps or stopped_early:
+            self._say(f"the run in {self.out} is already finished (step {self.step:,})")
+            return TrainResult(self.out, self.step, self.total_steps, self.best, None,
+                               stopped_early)
+        if ckpt is not None:
+            self._say(f"resuming from step {ckpt.step:,} of {self.total_steps:,}")
+        else:
+            self._say(f"training {self.total_steps:,} steps "
+                      f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
+        last_valid = None
+        self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
+                         unit="step", disable=not self.verbose, dynamic_ncols=True)
+        window = _Window()
+        with self._bar:
+            while not stopped_early and self.step < self.total_steps:
+                loss_f, loss_b, n_tokens = self._train_step(next(self.stream))
+                self.step += 1
+                window.add(loss_f, loss_b, n_tokens)
+                self._bar.update(1)
+                end = self.step >= self.total_steps
+                if self.step % cfg.log_every == 0 or end:
+                    self._log_train(window)
+                    window = _Window()
+                if cfg.valid is not None and (self.step % cfg.eval_every == 0 or end):
+                    last_valid = self._evaluate()
+                    stopped_early = self._patience_spent()
+                if end or stopped_early or self.step % cfg.checkpoint_every == 0:
+                    self._checkpoint(finished=end or stopped_early)
+        self._bar = None
+        if stopped_early:
+            self._say(f"stopped early at step {self.step:,}: no better validation perplexity "
+                      f"in {self.bad_evals} evaluations")
+        self._say(f"done: the model is in {self.out}")
+        return TrainResult(self.out, self.step, self.total_steps, self.best, last_valid,
+                           stopped_early)
+
+    def _patience_spent(self) -> bool:
+        patience = self.config.early_stopping_patience
+        return patience is not None and self.bad_evals >= patience
+
+    def _train_step(self, batch: Batch) -> tuple[float, float, int]:
+        """One optimizer step; returns the mean forward and backward losses over the ranks
+        and the number of tokens predicted (per direction) by all ranks."""
+        cfg, lm, device = self.config, self.lm, self.world.device
+        set_trainable(self.groups, trainable_groups(self.step, len(self.groups),
+                                                    self.unfreeze_every))
+        multiplier = lr_multiplier(cfg.schedule, self.step, self.total_steps, cfg.warmup_frac)
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base_lr * multiplier
+
+        char_ids, targets, mask = batch_tensors(batch, self.max_chars, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            losses = lm(char_ids, targets, mask)
+        self.optimizer.zero_grad(set_to_none=True)
+        (losses.total * cfg.unroll_steps).backward()
+        params = [p for p in lm.parameters() if p.grad is not None]
+        self.world.average_gradients(params)
+        grad_norm = clip_grad_norm_(params, cfg.clip_norm)
+
+        stats = torch.stack([losses.forward.detach().float(), losses.backward.detach().float(),
+                             grad_norm.detach().float().to(device),
+                             mask.sum().float()])
+        loss_f, loss_b, norm, n_tokens = self.world.sum(stats).tolist()
+        size = self.world.world_size
+        loss_f, loss_b, norm = loss_f / size, loss_b / size, norm / size
+        if not all(math.isfinite(v) for v in (loss_f, loss_b, norm)):
+            raise TrainingDiverged(self._diverged_message(loss_f, loss_b, norm))
+        self.optimizer.step()
+        return loss_f, loss_b, int(n_tokens)
+
+    def _diverged_message(self, loss_f: float, loss_b: float, norm: float) -> str:
+        saved = (f"the checkpoint of step {self.last_checkpoint:,} in {self.out} is intact"
+                 if self.last_checkpoint is not None else "no checkpoint had been written yet")
+        return (f"training diverged at step {self.step + 1:,}: forward loss {loss_f}, backward "
+                f"loss {loss_b}, gradient norm {norm}. Nothing was saved after it; {saved}. "
+                "Lower --lr (or --clip-norm) and run the same command to resume from it.")
+
+    def _log_train(self, window: _Window) -> None:
+        loss_f, loss_b, tokens_per_s = window.summary()
+        lr = self.optimizer.param_groups[-1]["lr"]
+        record = {
+            "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 4),
+            "train_loss": 0.5 * (loss_f + loss_b),
+            "train_ppl_forward": math.exp(loss_f), "train_ppl_backward": math.exp(loss_b),
+            "train_ppl": math.exp(0.5 * (loss_f + loss_b)),
+            "lr": lr, "tokens_per_s": round(tokens_per_s, 1),
+        }
+        if self.world.is_main:
+            self.metrics.append(record)
+        self._bar.set_postfix(loss=f"{record['train_loss']:.3f}",
+                              ppl=f"{record['train_ppl']:.1f}", tok_s=f"{tokens_per_s:,.0f}",
+                              refresh=False)
+
+    def _evaluate(self) -> PerplexityTotals:
+        """Validation perplexity (each rank scores its share); keeps the best model."""
+        cfg, world = self.config, self.world
+        sentences = iter_sentences(expand_paths([cfg.valid]), get_tokenizer(cfg.tokenizer),
+                                   rank=world.rank, world_size=world.world_size)
+        totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
+        sums = world.sum(torch.tensor(
+            [totals.nll_forward, totals.nll_backward, totals.n_tokens],
+            dtype=torch.float64, device=world.device,
+        )).tolist()
+        totals = PerplexityTotals(sums[0], sums[1], int(sums[2]))
+        if self.best is None or totals.average < self.best:
+            self.best, self.bad_evals = totals.average, 0
+            if world.is_main:
+                self._save_model()
+        else:
+            self.bad_evals += 1
+        if world.is_main:
+            self.metrics.append({
+                "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 4),
+                "valid_ppl_forward": totals.forward, "valid_ppl_backward": totals.backward,
+                "valid_ppl": totals.average, "best_valid_ppl": self.best,
+            })
+        self._say(f"step {self.step:,}: validation perplexity {totals.average:.2f} "
+                  f"(forward {totals.forward:.2f}, backward {totals.backward:.2f})")
+        return totals
+
+    def _save_model(self) -> None:
+        softmax = {"softmax.weight": self.lm.softmax.weight, "softmax.bias": self.lm.softmax.bias}
+        save_pretrained(self.lm.bilm, self.out, extra_tensors=softmax)
+
+    def _checkpoint(self, finished: bool) -> None:
+        states = self.lm.bilm.carried_states
+        mine = RankState(
+            stream=self.stream.state_dict(),
+            lstm_states=None if states is None else [(h.cpu(), c.cpu()) for h, c in states],
+            rng=capture_rng(),
+        )
+        ranks = self.world.gather(mine)
+        if not self.world.same_on_all_ranks(self.lm.parameters()):
+            raise ElmoError(f"step {self.step}: the model replicas differ between ranks")
+        if self.world.is_main:
+            save_checkpoint(self.out / CHECKPOINT_NAME, Checkpoint(
+                step=self.step, model=self.lm.state_dict(),
+                optimizer=self.optimizer.state_dict(), ranks=ranks,
+                best_valid_ppl=self.best, bad_evals=self.bad_evals, finished=finished,
+                model_config=self.lm.bilm.config.to_dict(),
+            ))
+            if self.config.valid is None:
+                self._save_model()
+        self.last_checkpoint = self.step
+
+
+class _Window:
+    """Training losses and throughput since the last log line."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.sum_f = self.sum_b = 0.0
+        self.steps = self.tokens = 0
+
+    def add(self, loss_f: float, loss_b: float, n_tokens: int) -> None:
+        self.sum_f += loss_f
+        self.sum_b += loss_b
+        self.steps += 1
+        self.tokens += n_tokens
+
+    def summary(self) -> tuple[float, float, float]:
+        """Mean forward loss, mean backward loss, tokens per second."""
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        return self.sum_f / self.steps, self.sum_b / self.steps, self.tokens / elapsed
+
+
+def train(config: TrainConfig, out_dir: str | Path, progress: bool = True) -> TrainResult:
+    """Run `config` in `out_dir`: alone, or as one rank when launched by torchrun."""
+    world = init_world(config.device)
+    try:
+        return Trainer(config, out_dir, world, progress).run()
+    finally:
+        world.close()

@@ -1,0 +1,220 @@
+"""`elmo train`, `elmo vocab`, `elmo perplexity`, `elmo export`: end to end on a tiny corpus,
+including a run killed with SIGKILL and resumed to bit-identical weights."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from elmo.chars import batch_to_ids
+from elmo.cli import main
+from elmo.embed import Embedder
+from elmo.formats.bilm_tf import load_bilm_tf
+from elmo.formats.native import load_pretrained
+from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
+from elmo.vocab import Vocabulary
+from tests.conftest import REPO
+from tests.test_training import write_corpus
+
+SENTENCES = [["the", "cat", "sees", "a", "ball", "."], ["my", "friend", "helps", "again", "."]]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def train_args(train, valid, out, *extra) -> list[str]:
+    args = ["train", "--train", train, "--out", out, "--preset", "tiny", "--batch-size", "8",
+            "--unroll-steps", "10", "--quiet", *extra]
+    if valid is not None:
+        args += ["--valid", valid]
+    return [str(a) for a in args]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained 150 steps (full softmax) on the template corpus."""
+    directory = tmp_path_factory.mktemp("trained")
+    train, valid = write_corpus(directory)
+    out = directory / "run"
+    torch.set_num_threads(1)
+    args = train_args(train, valid, out, "--max-steps", "150", "--eval-every", "50",
+                      "--checkpoint-every", "50", "--log-every", "25")
+    assert main(args) == 0
+    return train, valid, out
+
+
+def test_run_directory_holds_a_loadable_model(trained, tmp_path):
+    train, valid, out = trained
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "vocab.txt", "run.json", CHECKPOINT_NAME,
+            "metrics.jsonl"} <= names
+    assert not [n for n in names if n.endswith(".tmp")]
+    bilm, extra = load_pretrained(out)
+    vocab = Vocabulary.from_file(out / "vocab.txt")
+    assert extra["softmax.weight"].shape == (len(vocab), 16) == (34, 16)
+    assert extra["softmax.bias"].shape == (len(vocab),)
+    assert bilm.config.vocab_size == len(vocab)
+
+    vectors = Embedder.from_pretrained(out).embed_sentences(SENTENCES)
+    assert [v.shape for v in vectors] == [(3, 6, 32), (3, 5, 32)]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
+    assert main(["embed", str(out), str(src), str(tmp_path / "out.hdf5"), "--quiet"]) == 0
+
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [r["step"] for r in records if "train_loss" in r]
+    evals = [r for r in records if "valid_ppl" in r]
+    assert train_steps == [25, 50, 75, 100, 125, 150]
+    assert [r["step"] for r in evals] == [50, 100, 150]
+    assert evals[-1]["best_valid_ppl"] == min(r["valid_ppl"] for r in evals)
+    assert records[-2]["train_loss"] < records[0]["train_loss"]
+    meta = read_checkpoint_meta(out / CHECKPOINT_NAME)
+    assert meta["finished"] and meta["step"] == 150
+
+
+def test_perplexity_on_the_training_text_is_far_below_uniform(trained, capsys):
+    train, valid, out = trained
+    vocab_size = len(Vocabulary.from_file(out / "vocab.txt"))
+    capsys.readouterr()
+    assert main(["perplexity", str(out), str(train), "--json", "--quiet"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"forward", "backward", "average", "tokens"}
+    n_words = sum(len(line.split()) for line in train.read_text().splitlines())
+    assert result["tokens"] == n_words + 200  # + </S> (or <S>) per sentence
+    uniform = vocab_size  # perplexity of the uniform distribution over the vocabulary
+    assert result["forward"] < uniform / 4 and result["backward"] < uniform / 4
+    assert result["average"] == pytest.approx((result["forward"] * result["backward"]) ** 0.5)
+
+    assert main(["perplexity", str(out), str(valid), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "forward perplexity" in text and "average perplexity" in text
+
+
+def test_perplexity_needs_a_softmax(trained, tmp_path, capsys):
+    _, valid, out = trained
+    assert main(["export", str(out), str(tmp_path / "tf")]) == 0
+    assert main(["perplexity", str(tmp_path / "tf"), str(valid)]) == 1
+    assert "not a model with a softmax" in capsys.readouterr().err
+
+
+def test_export_to_bilm_tf_gives_identical_outputs(trained, tmp_path):
+    _, _, out = trained
+    assert main(["export", str(out), str(tmp_path / "tf"), "--format", "bilm-tf"]) == 0
+    assert {p.name for p in (tmp_path / "tf").iterdir()} == {"options.json", "weights.hdf5",
+                                                            "vocab.txt"}
+    assert (tmp_path / "tf" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
+    ours, _ = load_pretrained(out)
+    theirs = load_bilm_tf(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
+    options = json.loads((tmp_path / "tf" / "options.json").read_text())
+    assert options["n_tokens_vocab"] == 34
+    ids = batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        a, b = ours(ids), theirs(ids)
+    assert torch.equal(a.layers, b.layers) and torch.equal(a.mask, b.mask)
+
+
+def test_vocab_command_matches_the_training_vocabulary(trained, tmp_path):
+    train, _, out = trained
+    assert main(["vocab", "--train", str(train), "--out", str(tmp_path / "v.txt"),
+                 "--quiet"]) == 0
+    assert (tmp_path / "v.txt").read_text() == (out / "vocab.txt").read_text()
+    assert main(["vocab", "--train", str(train), "--out", str(tmp_path / "v3.txt"),
+                 "--max-vocab", "10", "--quiet"]) == 0
+    assert len(Vocabulary.from_file(tmp_path / "v3.txt")) == 10
+
+
+def test_rerun_of_a_finished_run_and_changed_options(trained, capsys):
+    train, valid, out = trained
+    before = (out / CHECKPOINT_NAME).read_bytes()
+    args = train_args(train, valid, out, "--max-steps", "150", "--eval-every", "50",
+                      "--checkpoint-every", "50", "--log-every", "25")
+    assert main(args) == 0
+    assert (out / CHECKPOINT_NAME).read_bytes() == before
+    capsys.readouterr()
+    assert main(train_args(train, valid, out, "--max-steps", "150", "--unroll-steps", "5")) == 1
+    assert "unroll_steps differ" in capsys.readouterr().err
+
+
+def test_out_dir_with_a_foreign_model_is_refused(trained, tmp_path, capsys):
+    train, valid, out = trained
+    load_pretrained(out)  # a model directory, but not a run
+    foreign = tmp_path / "model"
+    foreign.mkdir()
+    (foreign / "model.safetensors").write_bytes((out / "model.safetensors").read_bytes())
+    assert main(train_args(train, None, foreign, "--max-steps", "2")) == 1
+    assert "not a training run directory" in capsys.readouterr().err
+
+
+def test_sigkill_then_same_command_resumes_to_identical_weights(tmp_path):
+    """A run killed with SIGKILL after a checkpoint and re-run ends with exactly the weights,
+    optimizer state, RNG states and metrics of a run never interrupted (sampled softmax and
+    dropout on, so the RNG states matter)."""
+    train, valid = write_corpus(tmp_path)
+    extra = ["--max-steps", "60", "--checkpoint-every", "10", "--eval-every", "20",
+             "--log-every", "10", "--softmax", "sampled", "--num-samples", "12"]
+    killed, reference = tmp_path / "killed", tmp_path / "reference"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", *train_args(train, valid, killed,
+                                                                       *extra)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (killed / CHECKPOINT_NAME).exists():
+            assert proc.poll() is None, "the run ended before its first checkpoint"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    step = read_checkpoint_meta(killed / CHECKPOINT_NAME)["step"]
+    assert 10 <= step < 60
+
+    assert main(train_args(train, valid, killed, *extra)) == 0  # the same command resumes
+    assert main(train_args(train, valid, reference, *extra)) == 0
+    for name in (CHECKPOINT_NAME, "model.safetensors"):
+        resumed, uninterrupted = load_file(killed / name), load_file(reference / name)
+        assert resumed.keys() == uninterrupted.keys()
+        for key, tensor in uninterrupted.items():
+            assert torch.equal(resumed[key], tensor), key
+    resumed_meta = read_checkpoint_meta(killed / CHECKPOINT_NAME)
+    assert resumed_meta == read_checkpoint_meta(reference / CHECKPOINT_NAME)
+    assert resumed_meta["step"] == 60 and resumed_meta["finished"]
+
+    def metrics(directory):
+        lines = (directory / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
+                for line in lines]
+
+    assert metrics(killed) == metrics(reference)
+
+
+def test_gzipped_shards_and_globs(tmp_path):
+    train, _ = write_corpus(tmp_path)
+    lines = train.read_text().splitlines()
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "part-0.txt").write_text("\n".join(lines[:120]) + "\n")
+    with gzip.open(shards / "part-1.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines[120:]) + "\n")
+    out = tmp_path / "run"
+    assert main(train_args(shards / "part-*", None, out, "--max-steps", "2")) == 0
+    info = json.loads((out / "run.json").read_text())
+    assert [os.path.basename(p) for p in info["train_files"]] == ["part-0.txt", "part-1.txt.gz"]
+    assert info["n_sentences"] == 200
+    assert info["n_tokens"] == sum(len(line.split()) + 1 for line in lines)
+    built = Vocabulary.build(line.split() for line in lines)
+    assert Vocabulary.from_file(out / "vocab.txt") == built
