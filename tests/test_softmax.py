@@ -187,3 +187,25 @@ def test_sampled_softmax_approximates_full_softmax_in_expectation():
     mean_loss = torch.stack(losses).mean(0)  # (2,)
     full = head.full_loss(hidden, targets)
     torch.testing.assert_close(mean_loss, full, rtol=0.03, atol=0)
+
+
+def test_sampled_loss_gradients_equal_cross_entropy_on_the_concatenation():
+    """The fused true-class cross-entropy has the gradients of F.cross_entropy."""
+    from elmo.modules.softmax import _TrueClassCrossEntropy
+
+    gen = torch.Generator().manual_seed(5)
+    true = torch.randn(7, generator=gen, dtype=torch.float64, requires_grad=True)
+    cand = torch.randn(7, 11, generator=gen, dtype=torch.float64)
+    cand[2, 3] = float("-inf")  # an accidental hit
+    cand.requires_grad_(True)
+    weights = torch.rand(7, generator=gen, dtype=torch.float64)
+    (_TrueClassCrossEntropy.apply(true, cand) * weights).sum().backward()
+    got = (true.grad.clone(), cand.grad.clone())
+    true.grad, cand.grad = None, None
+    logits = torch.cat([true.unsqueeze(1), cand], dim=1)
+    reference = torch.nn.functional.cross_entropy(
+        logits, torch.zeros(7, dtype=torch.long), reduction="none")
+    (reference * weights).sum().backward()
+    torch.testing.assert_close(got[0], true.grad)
+    torch.testing.assert_close(got[1], cand.grad)
+    torch.testing.assert_close(_TrueClassCrossEntropy.apply(true, cand), reference)

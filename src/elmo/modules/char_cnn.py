@@ -51,7 +51,7 @@ class CharCNNEncoder(nn.Module):
         x = self.char_embedding(char_ids)  # (N, C, E)
         x = x.transpose(1, 2)  # (N, E, C)
         # Each filter: convolve over character positions, max over positions, activate.
-        pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions]
+        pooled = [self.activation(conv(x).max(dim=-1).values) for conv in self.convolutions]
         x = torch.cat(pooled, dim=-1)  # (N, n_filters)
         for highway in self.highways:
             x = highway(x)

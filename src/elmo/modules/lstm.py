@@ -74,33 +74,40 @@ class ProjectedLSTM(nn.Module):
         d, b, t_max, _ = x.shape
         h, c = state if state is not None else self.zero_state(b, x)
         x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
-        outputs = x.new_zeros(d, t_max, b, self.proj_dim)
         step_bytes = d * b * self.bias.shape[1] * x.element_size()
         time_chunk = max(1, self.gate_buffer_bytes // step_bytes)
         steps = len(batch_sizes)
+        # Per-step tensors are unbound and stacked once: slicing a step out of a large
+        # tensor would make autograd zero-fill a tensor of that size for every step.
+        outputs: list[torch.Tensor] = []  # per step (D, B, P)
         for start in range(0, steps, time_chunk):
             # Input-to-gate products of a chunk of time steps in one matmul.
             x_chunk = x[:, start : min(start + time_chunk, steps)]
             x_gates = torch.baddbmm(
                 self.bias.unsqueeze(1), x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight
             ).view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
-            for t in range(start, start + x_chunk.shape[1]):
-                n = batch_sizes[t]
-                gates = torch.baddbmm(x_gates[:, t - start, :n], h[:, :n], self.state_weight)
+            for x_t, n in zip(x_gates.unbind(1), batch_sizes[start:], strict=False):
+                if n < b:  # rows n.. have ended: step only the first n
+                    x_t, h_run, c_run = x_t[:, :n], h[:, :n], c[:, :n]
+                else:
+                    h_run, c_run = h, c
+                gates = torch.baddbmm(x_t, h_run, self.state_weight)  # (D, n, 4C)
                 i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
-                c_t = torch.sigmoid(f + 1.0) * c[:, :n] + torch.sigmoid(i) * torch.tanh(j)
+                c_t = torch.sigmoid(f + 1.0) * c_run + torch.sigmoid(i) * torch.tanh(j)
                 if self.cell_clip is not None:
                     c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
                 h_t = torch.bmm(torch.sigmoid(o) * torch.tanh(c_t), self.proj_weight)  # (D,n,P)
                 if self.proj_clip is not None:
                     h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
-                if n < b:  # finished rows keep their final state
+                if n < b:  # finished rows keep their final state; their output is zero
                     h = torch.cat([h_t, h[:, n:]], dim=1)
                     c = torch.cat([c_t, c[:, n:]], dim=1)
+                    h_t = F.pad(h_t, (0, 0, 0, b - n))
                 else:
                     h, c = h_t, c_t
-                outputs[:, t, :n] = h_t
-        return outputs.transpose(1, 2), (h, c)
+                outputs.append(h_t)
+        outputs.extend([x.new_zeros(d, b, self.proj_dim)] * (t_max - steps))  # padding steps
+        return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
 
 
 class StackedLSTM(nn.Module):

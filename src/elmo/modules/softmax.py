@@ -68,6 +68,29 @@ def expected_count(ids: torch.Tensor, vocab_size: int, num_tries: int | None) ->
     return -torch.expm1(num_tries * torch.log1p(-p))
 
 
+class _TrueClassCrossEntropy(torch.autograd.Function):
+    """Cross-entropy of the true class against [true, candidates]: lse - true.
+
+    The same as `F.cross_entropy` on the concatenated logits, without making the (N, 1 + S)
+    concatenation and log-softmax: the backward writes the candidates' gradient,
+    softmax * grad, into one new (N, S) buffer in place.
+    """
+
+    @staticmethod
+    def forward(ctx, true_logits: torch.Tensor, cand_logits: torch.Tensor) -> torch.Tensor:
+        # true_logits (N,), cand_logits (N, S) -> losses (N,)
+        lse = torch.logaddexp(true_logits, torch.logsumexp(cand_logits, dim=1))  # (N,)
+        ctx.save_for_backward(true_logits, cand_logits, lse)
+        return lse - true_logits
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        true_logits, cand_logits, lse = ctx.saved_tensors
+        grad_cand = (cand_logits - lse.unsqueeze(1)).exp_().mul_(grad.unsqueeze(1))  # (N, S)
+        grad_true = grad * torch.expm1(true_logits - lse)  # softmax(true) - 1
+        return grad_true, grad_cand
+
+
 class SoftmaxHead(nn.Module):
     """Output layer ``logits = hidden @ weight.T + bias`` with full and sampled losses."""
 
@@ -127,14 +150,14 @@ class SoftmaxHead(nn.Module):
         cands = cands.to(hidden.device)  # (S,)
         log_q_true = expected_count(targets, self.vocab_size, num_tries).log().to(hidden.dtype)
         log_q_cand = expected_count(cands, self.vocab_size, num_tries).log().to(hidden.dtype)
-
         true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
         true_logits = true_logits - log_q_true
-        cand_logits = F.linear(hidden, self.weight[cands], self.bias[cands])  # (N, S)
-        cand_logits = cand_logits - log_q_cand
-        hits = targets.unsqueeze(1) == cands.unsqueeze(0)  # (N, S) accidental hits
-        cand_logits = cand_logits.masked_fill(hits, float("-inf"))
-
-        logits = torch.cat([true_logits.unsqueeze(1), cand_logits], dim=1)  # (N, 1 + S)
-        zeros = torch.zeros(len(targets), dtype=torch.long, device=hidden.device)
-        return F.cross_entropy(logits, zeros, reduction="none")
+        # The correction is folded into the bias, so the (N, S) logits are made only once.
+        cand_logits = F.linear(hidden, self.weight[cands], self.bias[cands] - log_q_cand)
+        # Accidental hits (a row's target among the candidates), marked in place; sparse.
+        position = torch.full((self.vocab_size,), -1, dtype=torch.long, device=hidden.device)
+        position[cands] = torch.arange(len(cands), device=hidden.device)
+        hit_col = position[targets]  # (N,) -1 where the target was not sampled
+        hit_row = (hit_col >= 0).nonzero().squeeze(1)
+        cand_logits[hit_row, hit_col[hit_row]] = float("-inf")
+        return _TrueClassCrossEntropy.apply(true_logits, cand_logits)
