@@ -17,13 +17,6 @@ WORDS = ["<S>", "</S>", "<UNK>", "the", "cat", "sat", "on", "mat", "a", "dog", "
 IDS = {w: i for i, w in enumerate(WORDS)}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def make_lm(softmax: str = "full", seed: int = 0) -> BiLanguageModel:
     lm = BiLanguageModel(random_bilm(seed), len(WORDS), softmax=softmax, num_samples=4)

@@ -14,15 +14,6 @@ from elmo.modules.softmax import (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation (very slow on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_head(vocab_size=50, dim=8, seed=0, dtype=torch.float64):
     torch.manual_seed(seed)
     head = SoftmaxHead(vocab_size, dim).to(dtype)
