@@ -22,8 +22,8 @@ demo: install
 	$(BIN)/python -m elmo.demo
 
 test: dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m pytest -q
 
 lint: dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
