@@ -7,6 +7,7 @@ import json
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from elmo import embed as embed_module
 from elmo import save_bilm_tf, save_pretrained
@@ -262,3 +263,20 @@ def test_merge_refuses_missing_or_foreign_shards(tmp_path, model_dir, capsys):
     assert _run("embed", model_dir, src, tmp_path / "x.hdf5", "--quiet", "--num-shards", "2",
                 "--shard-index", "5") == 1
     assert "--shard-index must be in 0..1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device, message", [("gpu", "unknown device 'gpu'"),
+                                             ("cuda:0", "CUDA is not available")])
+def test_bad_device_is_a_clear_error(tmp_path, model_dir, capsys, device, message):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    src = _write(tmp_path / "in.txt", LINES)
+    assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--device", device) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_output_in_a_missing_directory_is_a_clear_error(tmp_path, model_dir, capsys):
+    src = _write(tmp_path / "in.txt", LINES)
+    assert _run("embed", model_dir, src, tmp_path / "nope/out.hdf5", "--quiet") == 1
+    assert "cannot write" in capsys.readouterr().err

@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
+from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
 from elmo.hdf5_output import SHARD_ATTRS, keep_only_attrs, open_partial, shard_range, write_index
 from elmo.modules.bilm import BiLM
@@ -123,7 +124,7 @@ class Embedder:
         self,
         model: BiLM,
         *,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
         batch_size: int = 64,
         max_tokens: int = 4096,
         stateful: bool = False,
@@ -131,7 +132,7 @@ class Embedder:
     ) -> None:
         if batch_size < 1 or max_tokens < 1:
             raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
-        self.device = torch.device(device)
+        self.device = resolve_device(device)  # None: cuda if available, else cpu
         self.model = model.to(self.device).eval()
         self.model.stateful = stateful
         self.model.reset_states()

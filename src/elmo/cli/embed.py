@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--layers", choices=LAYER_MODES, default="all",
                    help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
+                   "available, else cpu)")
     p.add_argument("--stateful", action="store_true",
                    help="the original's protocol: file order, batches of --batch-size, "
                    "LSTM state carried per batch row (reproduces its numbers)")

@@ -8,8 +8,8 @@ import json
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.device import resolve_device
 from elmo.tokenize import TOKENIZER_NAMES
-from elmo.training.distributed import resolve_device
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 

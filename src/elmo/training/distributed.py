@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from elmo.errors import ElmoError
+from elmo.device import resolve_device
 
 # Waiting for rank 0 to scan a large corpus (vocabulary, token count) can take hours.
 PREPARE_TIMEOUT = timedelta(days=1)
@@ -87,18 +87,6 @@ class World:
     def close(self) -> None:
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def resolve_device(device: str | None, local_rank: int = 0) -> torch.device:
-    """`None` -> cuda if available, else cpu; a bare `cuda` -> this process's GPU."""
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    resolved = torch.device(device)
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ElmoError(f"device {device!r} was asked for, but CUDA is not available")
-    if resolved.type == "cuda" and resolved.index is None:
-        resolved = torch.device("cuda", local_rank)
-    return resolved
 
 
 def init_world(device: str | None = None) -> World:
