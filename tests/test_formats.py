@@ -153,3 +153,16 @@ def test_written_files_get_ordinary_permissions(tmp_path):
         os.umask(mask)
     for path in (options, weights):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+def test_native_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        save_pretrained(random_bilm(), tmp_path / "m")
+    finally:
+        os.umask(mask)
+    for name in ("config.json", "model.safetensors"):
+        assert stat.S_IMODE((tmp_path / "m" / name).stat().st_mode) == 0o644, name
