@@ -16,39 +16,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+from common import forward_flops_per_token, matmul_gflops
 
 from elmo.config import BiLMConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ELMO_SHARED", REPO.parent / "shared"))
 WORKLOADS = ("wikitext2_test_1000.txt", "sentences_256.txt")
-
-
-def forward_flops_per_token(config: BiLMConfig) -> float:
-    """Multiply-adds x 2 of one token position's forward pass, without any per-word cache."""
-    c, e, f, p = config.max_characters_per_token, config.char_embed_dim, config.n_filters, \
-        config.projection_dim
-    cnn = sum(2 * (c - w + 1) * w * e * n for w, n in config.filters)
-    highway = config.n_highway * 2 * (2 * f * f)
-    projection = 2 * f * p
-    lstm = config.n_layers * 2 * (2 * 2 * p * 4 * config.lstm_dim + 2 * config.lstm_dim * p)
-    return float(cnn + highway + projection + lstm)
-
-
-def matmul_gflops(size: int = 2048, repeats: int = 10) -> float:
-    """Best fp32 GFLOP/s of a square matmul (this machine's compute-bound yardstick)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best / 1e9
 
 
 CHILD = r"""

@@ -218,3 +218,16 @@ def test_gzipped_shards_and_globs(tmp_path):
     assert info["n_tokens"] == sum(len(line.split()) + 1 for line in lines)
     built = Vocabulary.build(line.split() for line in lines)
     assert Vocabulary.from_file(out / "vocab.txt") == built
+
+
+def test_max_minutes_stops_after_the_first_step_past_the_budget(tmp_path):
+    train, _ = write_corpus(tmp_path)
+    out = tmp_path / "run"
+    args = train_args(train, None, out, "--max-steps", "50", "--max-minutes", "1e-6")
+    assert main(args) == 0  # every step takes longer than the budget: one step, then stop
+    meta = read_checkpoint_meta(out / CHECKPOINT_NAME)
+    assert meta["step"] == 1 and not meta["finished"]
+    assert (out / "model.safetensors").exists()
+    assert json.loads((out / "run.json").read_text())["config"]["max_minutes"] == 1e-6
+    assert main(args) == 0  # the same command resumes for another budget
+    assert read_checkpoint_meta(out / CHECKPOINT_NAME)["step"] == 2

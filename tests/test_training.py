@@ -295,6 +295,37 @@ def test_early_stopping(tmp_path, monkeypatch):
     assert run(config, tmp_path / "run").step == 6  # finished: nothing more to do
 
 
+def test_time_budget_stops_cleanly_and_a_resumed_run_counts_only_its_own_time(
+    tmp_path, monkeypatch
+):
+    train, valid = write_corpus(tmp_path)
+    clock = {"now": 1000.0}
+
+    def fake_now():  # every reading of the budget clock is one minute later
+        clock["now"] += 60.0
+        return clock["now"]
+
+    monkeypatch.setattr(trainer_module, "_now", fake_now)
+    out = tmp_path / "run"
+    config = tiny_config(train, valid, max_steps=20, max_minutes=2.5, checkpoint_every=100,
+                         eval_every=100, log_every=100)
+    result = run(config, out)  # steps end 1, 2 and 3 minutes after the first began
+    assert result.stopped_for_time and not result.stopped_early and result.step == 3
+    assert result.last_valid is not None  # validated at the stop, like at the end
+    ckpt = load_checkpoint(out / CHECKPOINT_NAME)
+    assert ckpt.step == 3 and not ckpt.finished
+    assert (out / "model.safetensors").exists()
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [3, 3]  # one training record and one validation record
+
+    clock["now"] += 1e6  # much later: the resumed run's budget starts at its own first step
+    result = run(config, out)
+    assert result.stopped_for_time and result.step == 6
+    assert load_checkpoint(out / CHECKPOINT_NAME).step == 6
+    with pytest.raises(ValueError, match="max minutes"):
+        tiny_config(train, max_minutes=0)
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="not both"):
         TrainConfig(train=["x"], preset="tiny", init_from="small")

@@ -59,6 +59,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                      "--epochs)")
     opt.add_argument("--epochs", type=float, default=10.0,
                      help="passes over the counted training tokens (default 10)")
+    opt.add_argument("--max-minutes", type=float, metavar="M",
+                     help="time budget: stop after the first step that ends M minutes after "
+                     "this process's first step, writing the checkpoint and model as at the "
+                     "end. Running the same command again resumes and trains for another M "
+                     "minutes (a resumed run counts only its own time). The lr schedule "
+                     "still spans --max-steps / --epochs")
     opt.add_argument("--optimizer", choices=OPTIMIZERS, default="adagrad")
     opt.add_argument("--lr", type=float, help="peak learning rate (default: "
                      + ", ".join(f"{k} {v}" for k, v in DEFAULT_LR.items()) + ")")

@@ -21,7 +21,7 @@ DEFAULT_PRESET = "small"
 # Options that may change when a run is resumed (they do not decide the data or the model).
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
-    "early_stopping_patience", "max_steps", "epochs",
+    "early_stopping_patience", "max_steps", "epochs", "max_minutes",
 })
 
 
@@ -47,6 +47,9 @@ class TrainConfig:
     # Length of the run: max_steps if given, else epochs over the counted training tokens.
     max_steps: int | None = None
     epochs: float = 10.0
+    # Time budget: stop after the first step that ends max_minutes after this process's
+    # first step (a resumed run counts only its own time); the schedule still spans the run.
+    max_minutes: float | None = None
     # Optimisation.
     optimizer: str = "adagrad"
     lr: float | None = None  # None: DEFAULT_LR of the optimizer
@@ -85,6 +88,7 @@ class TrainConfig:
             (self.shuffle_window >= 0, "shuffle window must be >= 0"),
             (self.max_steps is None or self.max_steps >= 1, "max steps must be >= 1"),
             (self.epochs > 0, "epochs must be > 0"),
+            (self.max_minutes is None or self.max_minutes > 0, "max minutes must be > 0"),
             (self.lr is None or self.lr > 0, "learning rate must be > 0"),
             (self.clip_norm > 0, "clip norm must be > 0"),
             (self.discriminative_lr >= 1.0, "discriminative lr factor must be >= 1"),

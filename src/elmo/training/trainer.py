@@ -11,6 +11,13 @@ The run directory (`--out`) holds `run.json` (options, corpus counts), `vocab.tx
 (`config.json` + `model.safetensors` with `softmax.*` tensors): the best one on the validation
 data if given, else the last one. Re-running the same command resumes from the checkpoint and
 ends with the same weights as a run never interrupted.
+
+A time budget (`max_minutes`) ends the run after the first step that finishes that many minutes
+after this process's first step (the directory scan and model setup do not count; validation
+and checkpoints inside the loop do). The run then logs, validates (if `valid` is given), writes
+its checkpoint and model as at the end, and returns with `stopped_for_time`. The checkpoint is
+not marked finished: the same command resumes it and trains for another budget, since a resumed
+run counts only its own time. The learning-rate schedule still spans `max_steps` / `epochs`.
 """
 
 from __future__ import annotations
@@ -68,6 +75,12 @@ class TrainResult:
     best_valid_ppl: float | None
     last_valid: PerplexityTotals | None
     stopped_early: bool
+    stopped_for_time: bool = False
+
+
+def _now() -> float:
+    """The clock of the time budget (seconds; a function so that tests can replace it)."""
+    return time.monotonic()
 
 
 def _seed_everything(seed: int) -> None:
@@ -194,28 +207,46 @@ class Trainer:
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
         window = _Window()
+        self._started = _now()
+        out_of_time = False
         with self._bar:
-            while not stopped_early and self.step < self.total_steps:
+            while not (stopped_early or out_of_time) and self.step < self.total_steps:
                 loss_f, loss_b, n_tokens = self._train_step(next(self.stream))
                 self.step += 1
                 window.add(loss_f, loss_b, n_tokens)
                 self._bar.update(1)
                 end = self.step >= self.total_steps
-                if self.step % cfg.log_every == 0 or end:
+                out_of_time = not end and self._time_is_up()
+                stop = end or out_of_time
+                if self.step % cfg.log_every == 0 or stop:
                     self._log_train(window)
                     window = _Window()
-                if cfg.valid is not None and (self.step % cfg.eval_every == 0 or end):
+                if cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop):
                     last_valid = self._evaluate()
                     stopped_early = self._patience_spent()
-                if end or stopped_early or self.step % cfg.checkpoint_every == 0:
+                if stop or stopped_early or self.step % cfg.checkpoint_every == 0:
                     self._checkpoint(finished=end or stopped_early)
         self._bar = None
+        if out_of_time:
+            self._say(f"stopped at step {self.step:,} of {self.total_steps:,}: the time budget "
+                      f"of {cfg.max_minutes:g} minutes is spent (run the same command to "
+                      "train for another budget)")
         if stopped_early:
             self._say(f"stopped early at step {self.step:,}: no better validation perplexity "
                       f"in {self.bad_evals} evaluations")
         self._say(f"done: the model is in {self.out}")
         return TrainResult(self.out, self.step, self.total_steps, self.best, last_valid,
-                           stopped_early)
+                           stopped_early, out_of_time)
+
+    def _time_is_up(self) -> bool:
+        """Whether this process's training time reached `max_minutes` (on any rank: all
+        ranks stop at the same step)."""
+        if self.config.max_minutes is None:
+            return False
+        up = _now() - self._started >= 60.0 * self.config.max_minutes
+        if self.world.distributed:
+            up = bool(self.world.sum(torch.tensor([float(up)], device=self.world.device)) > 0)
+        return up
 
     def _patience_spent(self) -> bool:
         patience = self.config.early_stopping_patience
