@@ -4,7 +4,10 @@ Continuing (paper section 2.4, domain adaptation) keeps the source's architectur
 The softmax over the run's vocabulary takes the source's softmax row for every word the source
 vocabulary knows (our training output has `softmax.*` tensors and `vocab.txt`); every other
 word, and all words when the source has no softmax (official bilm-tf files, released models),
-starts from its token-encoder vector with bias 0.
+starts from the direction of its token-encoder vector, scaled to the mean norm of the copied
+rows and given their mean bias (no copied rows: norm 1, bilm-tf's initial scale, and bias 0).
+Unscaled token vectors are an order of magnitude longer than softmax rows and start the run
+with absurd logits (PTB perplexity ~1e27 at step 0 for a WikiText-2 model).
 """
 
 from __future__ import annotations
@@ -64,15 +67,18 @@ def init_softmax_from(lm: BiLanguageModel, vocab: Vocabulary, source: InitSource
         chunk = words[start : start + _ENCODE_CHUNK]
         ids = torch.tensor([word_to_char_ids(w, max_chars) for w in chunk])
         head.weight[start : start + len(chunk)] = encoder(ids.to(head.weight.device))
+    head.weight.div_(head.weight.norm(dim=1, keepdim=True).clamp_min(1e-12))  # unit rows
     head.bias.zero_()
-    if source.softmax is None or source.vocab is None:
-        return 0
-    pairs = [(i, source.vocab.word_to_id(w)) for i, w in enumerate(words) if w in source.vocab]
+    pairs = []
+    if source.softmax is not None and source.vocab is not None:
+        pairs = [(i, source.vocab.word_to_id(w)) for i, w in enumerate(words)
+                 if w in source.vocab]
     if pairs:
         ours, theirs = (torch.tensor(ids) for ids in zip(*pairs, strict=True))
-        weight, bias = source.softmax
-        head.weight[ours] = weight[theirs].to(head.weight)
-        head.bias[ours] = bias[theirs].to(head.bias)
+        weight, bias = (t[theirs].to(head.weight) for t in source.softmax)
+        head.weight.mul_(weight.norm(dim=1).mean())
+        head.bias.fill_(bias.mean())
+        head.weight[ours], head.bias[ours] = weight, bias
     return len(pairs)
 
 
