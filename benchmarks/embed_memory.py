@@ -41,15 +41,15 @@ def run_sampled(cmd: list[str]) -> tuple[list[tuple[float, float]], float]:
     """Run cmd; return (seconds, RSS MB) samples and its peak RSS (from wait4)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start, samples = time.perf_counter(), []
-    while proc.poll() is None:
-        try:
-            samples.append((time.perf_counter() - start, rss_mb(proc.pid)))
-        except (FileNotFoundError, ProcessLookupError):
+    while True:  # wait4 with WNOHANG reaps the child and returns its peak RSS when it ends
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
             break
+        samples.append((time.perf_counter() - start, rss_mb(proc.pid)))
         time.sleep(0.2)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) not in (0, None) and proc.returncode not in (0, None):
-        raise RuntimeError(f"{cmd} failed")
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd} failed with exit status {proc.returncode}")
     return samples, usage.ru_maxrss / 1024
 
 
