@@ -28,13 +28,6 @@ from tests.test_training import write_corpus
 SENTENCES = [["the", "cat", "sees", "a", "ball", "."], ["my", "friend", "helps", "again", "."]]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def train_args(train, valid, out, *extra) -> list[str]:
     args = ["train", "--train", train, "--out", out, "--preset", "tiny", "--batch-size", "8",

@@ -47,13 +47,6 @@ OBJECTS = ["the bird", "a ball", "the old man", "her sister", "the small child"]
 ENDS = ["today .", "in the park .", "every morning .", "again .", "at home ."]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 # ---- helpers shared with the other test_train_* files -----------------------------------
 

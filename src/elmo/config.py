@@ -12,6 +12,13 @@ from typing import Any
 RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 
+def check_fields(cls: type, data: dict[str, Any], what: str) -> None:
+    """Raise ValueError naming the keys of `data` that are not fields of dataclass `cls`."""
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown {what}: {unknown}")
+
+
 @dataclass
 class BiLMConfig:
     """Architecture of a biLM: character CNN token encoder + L projected LSTM layers per direction.
@@ -131,10 +138,7 @@ class BiLMConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BiLMConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown BiLMConfig fields: {unknown}")
+        check_fields(cls, data, "BiLMConfig fields")
         return cls(**data)
 
     def save(self, path: str | Path) -> None:

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from elmo.config import check_fields
 from elmo.modules.language_model import SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
 
@@ -116,10 +117,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown training options {unknown}")
+        check_fields(cls, data, "training options")
         return cls(**data)
 
     def changes_from(self, saved: TrainConfig) -> tuple[list[str], list[str]]:
