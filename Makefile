@@ -21,8 +21,7 @@ dev: $(BIN)/python
 demo: install
 	$(BIN)/python -m elmo.demo
 
-test: dev
-	$(BIN)/ruff check src tests benchmarks tools
+test: lint
 	$(BIN)/python -m pytest -q
 
 lint: dev

@@ -23,13 +23,11 @@ import time
 from pathlib import Path
 
 import torch
+from common import REPO, SHARED
 
 from elmo.config import BiLMConfig
 from elmo.formats import save_bilm_tf
 from elmo.modules.bilm import BiLM
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ELMO_SHARED", REPO.parent / "shared"))
 
 
 def rss_mb(pid: int) -> float:

@@ -19,12 +19,10 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import forward_flops_per_token, matmul_gflops
+from common import REPO, SHARED, forward_flops_per_token, matmul_gflops
 
 from elmo.config import BiLMConfig
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ELMO_SHARED", REPO.parent / "shared"))
 WORKLOADS = ("wikitext2_test_1000.txt", "sentences_256.txt")
 
 
