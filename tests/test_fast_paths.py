@@ -54,6 +54,34 @@ def test_distinct_token_encoding_equals_per_position():
                                    model.token_encoder(ids, chunk_size=100000), atol=1e-6)
 
 
+def test_char_cnn_on_the_longest_tokens_width_equals_all_positions():
+    """Each chunk is cut to its longest token + the widest filter: the same as all 50."""
+    model = random_bilm(seed=25)
+    words = [*WORDS, "x" * 47, "é" * 24, "y" * 60, "<S>", "</S>", "antidisestablishment"]
+    ids = batch_to_ids([words, words[::-1][:5]])  # the second row has absent tokens
+    flat = ids.reshape(-1, ids.shape[-1])
+    encoder = model.token_encoder
+    with torch.inference_mode():
+        full = encoder._encode(flat, flat.shape[1])  # every position, one pass
+        for chunk_size in (1, 3, 1000):
+            got = encoder(ids, chunk_size=chunk_size).reshape(full.shape)
+            torch.testing.assert_close(got, full, atol=1e-6, rtol=0)
+
+
+def test_inference_cell_and_zero_start_equal_the_autograd_path():
+    """Without autograd the LSTM cell works in place and the first step skips h @ W."""
+    model = random_bilm(seed=26)
+    layer = model.lstm.layers[0]
+    x = torch.randn(2, 4, 7, layer.input_weight.shape[1])
+    batch_sizes = [4, 4, 3, 3, 2, 1, 1]
+    with torch.enable_grad():
+        expected, (h, c) = layer(x, batch_sizes, layer.zero_state(4, x))  # no skipped step
+    with torch.inference_mode():
+        got, (got_h, got_c) = layer(x, batch_sizes)
+    for g, e in ((got, expected), (got_h, h), (got_c, c)):
+        torch.testing.assert_close(g, e.detach(), atol=1e-6, rtol=0)
+
+
 def test_skipping_the_last_boundary_step_changes_nothing():
     """Stateless: the forward stack stops before </S>, the backward before <S>."""
     model = random_bilm(seed=24)

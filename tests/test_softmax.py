@@ -181,22 +181,30 @@ def test_sampled_softmax_approximates_full_softmax_in_expectation():
 
 
 def test_sampled_loss_gradients_equal_cross_entropy_on_the_concatenation():
-    """The fused true-class cross-entropy has the gradients of F.cross_entropy."""
-    from elmo.modules.softmax import _TrueClassCrossEntropy
+    """The fused sampled cross-entropy has the values and gradients of F.cross_entropy."""
+    from elmo.modules.softmax import _SampledCrossEntropy
 
     gen = torch.Generator().manual_seed(5)
-    true = torch.randn(7, generator=gen, dtype=torch.float64, requires_grad=True)
-    cand = torch.randn(7, 11, generator=gen, dtype=torch.float64)
-    cand[2, 3] = float("-inf")  # an accidental hit
-    cand.requires_grad_(True)
+    inputs = [torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True)
+              for shape in ((7, 4), (7,), (11, 4), (11,))]  # hidden, true, weight, bias
+    hit_row, hit_col = torch.tensor([2, 5]), torch.tensor([3, 0])  # accidental hits
     weights = torch.rand(7, generator=gen, dtype=torch.float64)
-    (_TrueClassCrossEntropy.apply(true, cand) * weights).sum().backward()
-    got = (true.grad.clone(), cand.grad.clone())
-    true.grad, cand.grad = None, None
+    loss = _SampledCrossEntropy.apply(*inputs, hit_row, hit_col)
+    (loss * weights).sum().backward()
+    got = [x.grad.clone() for x in inputs]
+    with pytest.raises(RuntimeError, match="one backward pass"):
+        loss = _SampledCrossEntropy.apply(*inputs, hit_row, hit_col)
+        loss.sum().backward(retain_graph=True)
+        loss.sum().backward()
+    for x in inputs:
+        x.grad = None
+    hidden, true, weight, bias = inputs
+    cand = hidden @ weight.T + bias
+    cand = cand.index_put((hit_row, hit_col), torch.tensor(float("-inf"), dtype=cand.dtype))
     logits = torch.cat([true.unsqueeze(1), cand], dim=1)
     reference = torch.nn.functional.cross_entropy(
         logits, torch.zeros(7, dtype=torch.long), reduction="none")
     (reference * weights).sum().backward()
-    torch.testing.assert_close(got[0], true.grad)
-    torch.testing.assert_close(got[1], cand.grad)
-    torch.testing.assert_close(_TrueClassCrossEntropy.apply(true, cand), reference)
+    torch.testing.assert_close(loss, reference)
+    for g, x in zip(got, inputs, strict=True):
+        torch.testing.assert_close(g, x.grad)

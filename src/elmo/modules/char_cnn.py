@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
 
 N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
@@ -40,14 +41,28 @@ class CharCNNEncoder(nn.Module):
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
 
     def forward(self, char_ids: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
-        """char_ids (..., C) -> token vectors (..., P), in chunks of `chunk_size` tokens so that
-        the (N, filters, C) convolution outputs stay small."""
-        flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C)
-        chunks = [self._encode(part) for part in flat.split(chunk_size)] or [self._encode(flat)]
-        return torch.cat(chunks).reshape(*char_ids.shape[:-1], -1)
+        """char_ids (..., C) -> token vectors (..., P).
 
-    def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids (N, C) -> (N, P)."""
+        Tokens are encoded `chunk_size` at a time, shortest first, and each chunk only over as
+        many character positions as its longest token needs (see `_encode`), which keeps the
+        (N, filters, C) convolution outputs small.
+        """
+        flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C)
+        # A token's ids are [BOW, bytes, EOW] then PAD (or all 0 for an absent token).
+        lengths = ((flat != 0) & (flat != PAD_CHAR + 1)).sum(dim=1)  # (N,)
+        order = torch.argsort(lengths)
+        chunks = [self._encode(flat[part], int(lengths[part[-1]]))
+                  for part in order.split(chunk_size)] or [self._encode(flat, 0)]
+        vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
+        return vectors.reshape(*char_ids.shape[:-1], -1)
+
+    def _encode(self, char_ids: torch.Tensor, longest: int) -> torch.Tensor:
+        """char_ids (N, C) whose tokens have at most `longest` ids before their padding -> (N, P).
+
+        Exact on `longest + widest filter` positions: every window left out lies wholly in the
+        padding, and equals a window that is kept (one at a token's first PAD position).
+        """
+        char_ids = char_ids[:, : longest + max(width for width, _ in self.config.filters)]
         x = self.char_embedding(char_ids)  # (N, C, E)
         x = x.transpose(1, 2)  # (N, E, C)
         # Each filter: convolve over character positions, max over positions, activate.

@@ -48,6 +48,10 @@ class ProjectedLSTM(nn.Module):
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
         self.bias = nn.Parameter(torch.zeros(d, 4 * cell_dim))
         self.proj_weight = nn.Parameter(torch.empty(d, cell_dim, proj_dim))
+        # TensorFlow's constant forget bias, added to the learned bias of the f gates.
+        forget_bias = torch.zeros(4 * cell_dim)
+        forget_bias[2 * cell_dim : 3 * cell_dim] = 1.0
+        self.register_buffer("forget_bias", forget_bias, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -69,13 +73,16 @@ class ProjectedLSTM(nn.Module):
 
         `batch_sizes[t]` is the number of rows whose length exceeds t (it may stop before T).
         Outputs at padded positions are zero; each row's final state is taken at its own last
-        position.
+        position. Without a `state`, the first step starts from zeros and skips the
+        state-to-gate product.
         """
         d, b, t_max, _ = x.shape
-        h, c = state if state is not None else self.zero_state(b, x)
+        zero_start = state is None
+        h, c = self.zero_state(b, x) if zero_start else state
         x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
         step_bytes = d * b * self.bias.shape[1] * x.element_size()
         time_chunk = max(1, self.gate_buffer_bytes // step_bytes)
+        bias = (self.bias + self.forget_bias).unsqueeze(1)  # (D, 1, 4C)
         steps = len(batch_sizes)
         # Per-step tensors are unbound and stacked once: slicing a step out of a large
         # tensor would make autograd zero-fill a tensor of that size for every step.
@@ -83,22 +90,18 @@ class ProjectedLSTM(nn.Module):
         for start in range(0, steps, time_chunk):
             # Input-to-gate products of a chunk of time steps in one matmul.
             x_chunk = x[:, start : min(start + time_chunk, steps)]
-            x_gates = torch.baddbmm(
-                self.bias.unsqueeze(1), x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight
-            ).view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
-            for x_t, n in zip(x_gates.unbind(1), batch_sizes[start:], strict=False):
+            x_gates = torch.baddbmm(bias, x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight)
+            x_gates = x_gates.view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
+            for step, (x_t, n) in enumerate(zip(x_gates.unbind(1), batch_sizes[start:],
+                                                strict=False), start):
                 if n < b:  # rows n.. have ended: step only the first n
                     x_t, h_run, c_run = x_t[:, :n], h[:, :n], c[:, :n]
                 else:
                     h_run, c_run = h, c
-                gates = torch.baddbmm(x_t, h_run, self.state_weight)  # (D, n, 4C)
-                i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
-                c_t = torch.sigmoid(f + 1.0) * c_run + torch.sigmoid(i) * torch.tanh(j)
-                if self.cell_clip is not None:
-                    c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
-                h_t = torch.bmm(torch.sigmoid(o) * torch.tanh(c_t), self.proj_weight)  # (D,n,P)
-                if self.proj_clip is not None:
-                    h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+                if zero_start and step == 0:  # (D, n, 4C): h and c are zero
+                    h_t, c_t = self._cell(x_t, None)
+                else:
+                    h_t, c_t = self._cell(torch.baddbmm(x_t, h_run, self.state_weight), c_run)
                 if n < b:  # finished rows keep their final state; their output is zero
                     h = torch.cat([h_t, h[:, n:]], dim=1)
                     c = torch.cat([c_t, c[:, n:]], dim=1)
@@ -108,6 +111,28 @@ class ProjectedLSTM(nn.Module):
                 outputs.append(h_t)
         outputs.extend([x.new_zeros(d, b, self.proj_dim)] * (t_max - steps))  # padding steps
         return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
+
+    def _cell(
+        self, gates: torch.Tensor, c_prev: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """gates (D, n, 4C) with all biases, c_prev (D, n, C) or None for zeros -> (h, c).
+
+        Without autograd (inference) the activations overwrite `gates` in place, which saves
+        half of this step's memory traffic; with it they are new tensors.
+        """
+        i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
+        if torch.is_grad_enabled():
+            i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
+            c = i * j if c_prev is None else torch.addcmul(f * c_prev, i, j)
+        else:
+            i, j, f, o = i.sigmoid_(), j.tanh_(), f.sigmoid_(), o.sigmoid_()
+            c = i.mul_(j) if c_prev is None else torch.addcmul(f.mul_(c_prev), i, j)
+        if self.cell_clip is not None:
+            c = c.clamp(-self.cell_clip, self.cell_clip)
+        h = torch.bmm(o * torch.tanh(c), self.proj_weight)  # (D, n, P)
+        if self.proj_clip is not None:
+            h = h.clamp(-self.proj_clip, self.proj_clip)
+        return h, c
 
 
 class StackedLSTM(nn.Module):

@@ -68,27 +68,47 @@ def expected_count(ids: torch.Tensor, vocab_size: int, num_tries: int | None) ->
     return -torch.expm1(num_tries * torch.log1p(-p))
 
 
-class _TrueClassCrossEntropy(torch.autograd.Function):
-    """Cross-entropy of the true class against [true, candidates]: lse - true.
+class _SampledCrossEntropy(torch.autograd.Function):
+    """Cross-entropy of the true class against [true, candidates], from the hidden states.
 
-    The same as `F.cross_entropy` on the concatenated logits, without making the (N, 1 + S)
-    concatenation and log-softmax: the backward writes the candidates' gradient,
-    softmax * grad, into one new (N, S) buffer in place.
+    The same as `F.cross_entropy` on `[true_logits, hidden @ cand_weight.T + cand_bias]` with
+    the accidental hits set to -inf and target 0, but the (N, S) candidate logits are the only
+    (N, S) buffer: they are exponentiated in place in the forward pass and turned into their
+    own gradient in place in the backward pass (so that pass may run only once).
     """
 
     @staticmethod
-    def forward(ctx, true_logits: torch.Tensor, cand_logits: torch.Tensor) -> torch.Tensor:
-        # true_logits (N,), cand_logits (N, S) -> losses (N,)
-        lse = torch.logaddexp(true_logits, torch.logsumexp(cand_logits, dim=1))  # (N,)
-        ctx.save_for_backward(true_logits, cand_logits, lse)
+    def forward(
+        ctx,
+        hidden: torch.Tensor,  # (N, P)
+        true_logits: torch.Tensor,  # (N,)
+        cand_weight: torch.Tensor,  # (S, P)
+        cand_bias: torch.Tensor,  # (S,)
+        hit_row: torch.Tensor,  # (H,) rows whose target is among the candidates
+        hit_col: torch.Tensor,  # (H,) and its candidate position
+    ) -> torch.Tensor:
+        logits = torch.addmm(cand_bias, hidden, cand_weight.t())  # (N, S)
+        logits[hit_row, hit_col] = float("-inf")
+        top = torch.maximum(logits.amax(dim=1), true_logits)  # (N,)
+        exp = logits.sub_(top.unsqueeze(1)).exp_()  # (N, S) exp(logit - top)
+        total = exp.sum(dim=1) + torch.exp(true_logits - top)  # (N,)
+        lse = top + total.log()
+        ctx.save_for_backward(hidden, cand_weight, exp, total, true_logits, lse)
+        ctx.spent = False
         return lse - true_logits
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        true_logits, cand_logits, lse = ctx.saved_tensors
-        grad_cand = (cand_logits - lse.unsqueeze(1)).exp_().mul_(grad.unsqueeze(1))  # (N, S)
-        grad_true = grad * torch.expm1(true_logits - lse)  # softmax(true) - 1
-        return grad_true, grad_cand
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        if ctx.spent:
+            raise RuntimeError("the sampled softmax loss supports one backward pass")
+        ctx.spent = True
+        hidden, cand_weight, exp, total, true_logits, lse = ctx.saved_tensors
+        grad_logits = exp.mul_((grad / total).unsqueeze(1))  # softmax * grad, (N, S)
+        grad_hidden = grad_logits @ cand_weight if ctx.needs_input_grad[0] else None
+        grad_true = grad * torch.expm1(true_logits - lse)  # (softmax(true) - 1) * grad
+        grad_weight = grad_logits.t() @ hidden if ctx.needs_input_grad[2] else None
+        grad_bias = grad_logits.sum(dim=0) if ctx.needs_input_grad[3] else None
+        return grad_hidden, grad_true, grad_weight, grad_bias, None, None
 
 
 class SoftmaxHead(nn.Module):
@@ -152,12 +172,12 @@ class SoftmaxHead(nn.Module):
         log_q_cand = expected_count(cands, self.vocab_size, num_tries).log().to(hidden.dtype)
         true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
         true_logits = true_logits - log_q_true
-        # The correction is folded into the bias, so the (N, S) logits are made only once.
-        cand_logits = F.linear(hidden, self.weight[cands], self.bias[cands] - log_q_cand)
-        # Accidental hits (a row's target among the candidates), marked in place; sparse.
+        # Accidental hits (a row's target among the candidates) get logit -inf; sparse.
         position = torch.full((self.vocab_size,), -1, dtype=torch.long, device=hidden.device)
         position[cands] = torch.arange(len(cands), device=hidden.device)
         hit_col = position[targets]  # (N,) -1 where the target was not sampled
         hit_row = (hit_col >= 0).nonzero().squeeze(1)
-        cand_logits[hit_row, hit_col[hit_row]] = float("-inf")
-        return _TrueClassCrossEntropy.apply(true_logits, cand_logits)
+        # The correction is folded into the candidates' bias.
+        return _SampledCrossEntropy.apply(hidden, true_logits, self.weight[cands],
+                                          self.bias[cands] - log_q_cand, hit_row,
+                                          hit_col[hit_row])
