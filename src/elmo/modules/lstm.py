@@ -117,8 +117,8 @@ class ProjectedLSTM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """gates (D, n, 4C) with all biases, c_prev (D, n, C) or None for zeros -> (h, c).
 
-        Without autograd (inference) the activations overwrite `gates` in place, which saves
-        half of this step's memory traffic; with it they are new tensors.
+        Without autograd (inference) the activations overwrite `gates` in place, saving the
+        allocation and a pass over memory per gate; with autograd they are new tensors.
         """
         i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
         if torch.is_grad_enabled():
