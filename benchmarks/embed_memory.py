@@ -2,7 +2,8 @@
 
 1. `elmo embed` (the CLI, in a child process) on a file of `--lines` short lines made from
    WikiText-2 words, with a `tiny` random model: the child's RSS sampled every 0.2 s, reported
-   at 10%, 50% and 100% of the run (flat means no growth with the lines done).
+   at 10%, 25%, 50%, 75% and 90% of the run time (flat means no growth with the lines done; the
+   last seconds build the `sentence_to_index` JSON, which the peak includes).
 2. `original` (random weights, official format): peak RSS embedding wikitext2_test_1000.txt,
    against 1.5x the weights, and a single 5,000-token sentence (target: within 2 GB).
 Prints a table and writes JSON.
@@ -51,6 +52,9 @@ def run_sampled(cmd: list[str]) -> tuple[list[tuple[float, float]], float]:
     return samples, usage.ru_maxrss / 1024
 
 
+FRACTIONS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
 def rss_at(samples: list[tuple[float, float]], fraction: float) -> float:
     end = samples[-1][0]
     return next(r for t, r in samples if t >= fraction * end)
@@ -96,8 +100,8 @@ def main() -> None:
                                      str(tmp / "long.hdf5"), "--layers", "top", "--quiet"])
         result["long_file"] = {
             "lines": args.lines, "tokens": tokens, "seconds": samples[-1][0],
-            "rss_mb_at_10pct": rss_at(samples, 0.1), "rss_mb_at_50pct": rss_at(samples, 0.5),
-            "rss_mb_at_100pct": samples[-1][1], "peak_rss_mb": peak,
+            "rss_mb_at": {f"{q:.0%}": rss_at(samples, q) for q in FRACTIONS},
+            "peak_rss_mb": peak,
         }
         (tmp / "long.hdf5").unlink(missing_ok=True)
         torch.manual_seed(0)
@@ -111,9 +115,9 @@ def main() -> None:
                               "peak_rss_mb_5000_token_sentence": peak_long,
                               "ratio_to_weights": peak_file / weights_mb}
     lf, o = result["long_file"], result["original"]
+    at = ", ".join(f"{q} {mb:.1f}" for q, mb in lf["rss_mb_at"].items())
     print(f"long file: {lf['lines']} lines, {lf['tokens']} tokens, {lf['seconds']:.0f} s; RSS MB "
-          f"at 10% {lf['rss_mb_at_10pct']:.0f}, 50% {lf['rss_mb_at_50pct']:.0f}, "
-          f"end {lf['rss_mb_at_100pct']:.0f}, peak {lf['peak_rss_mb']:.0f}")
+          f"at {at} of the run; peak {lf['peak_rss_mb']:.0f}")
     print(f"original: weights {o['weights_mb']:.0f} MB, peak RSS on a file "
           f"{o['peak_rss_mb_file']:.0f} MB ({o['ratio_to_weights']:.2f}x weights), "
           f"5,000-token sentence {o['peak_rss_mb_5000_token_sentence']:.0f} MB")

@@ -272,18 +272,18 @@ class Embedder:
             with open_partial(partial, identity) as out:
                 done = max(int(out.attrs["lines_done"]), own.start)
 
+                n_empty, first_empty = 0, 0
+
                 def new_lines() -> Iterator[InputLine]:
+                    nonlocal n_empty, first_empty
                     for line in lines:
                         if line.number >= own.stop:
                             break
                         if line.number < done:
                             continue
                         if not line.tokens:
-                            warnings.warn(
-                                f"{input_path}, line {line.number + 1} is empty; writing a "
-                                "dataset with 0 tokens to keep the numbering aligned",
-                                stacklevel=2,
-                            )
+                            first_empty = first_empty if n_empty else line.number
+                            n_empty += 1
                         yield line
 
                 with tqdm(total=len(own), initial=done - own.start, unit="line",
@@ -293,6 +293,11 @@ class Embedder:
                         out.attrs["lines_done"] = part[-1].number + 1
                         out.flush()
                         bar.update(len(part))
+                if n_empty:  # one warning per run: one per line would fill the warnings registry
+                    warnings.warn(f"{input_path} has {n_empty} empty line{'s' * (n_empty > 1)} "
+                                  f"(the first: line {first_empty + 1}); each is written as a "
+                                  "dataset with 0 tokens to keep the numbering aligned",
+                                  stacklevel=2)
                 # Built from a second pass so that memory stays flat while embedding.
                 write_index(out, {line.text: str(line.number)
                                   for line in read_lines(input_path, encoding_errors)
