@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import torch
 
 from elmo import batch_to_ids
@@ -54,6 +55,7 @@ def test_distinct_token_encoding_equals_per_position():
                                    model.token_encoder(ids, chunk_size=100000), atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:tokens longer than 48")
 def test_char_cnn_on_the_longest_tokens_width_equals_all_positions():
     """Each chunk is cut to its longest token + the widest filter: the same as all 50."""
     model = random_bilm(seed=25)
