@@ -7,11 +7,13 @@ The benchmarks are scripts (`python benchmarks/NAME.py`), so this module is impo
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import math
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -262,6 +264,20 @@ def model_perplexity(model_dir: Path, path: Path, tokenizer: str = "whitespace",
     """`elmo perplexity MODEL FILE`: the model written by `elmo train`, on the CPU."""
     lm, vocab = load_language_model(model_dir)
     return perplexity_of(lm, vocab, path, tokenizer, batch_size)
+
+
+def add_run_options(parser: argparse.ArgumentParser, quick_help: str) -> None:
+    """--quick, --work-dir and --out, as the training benchmarks take them."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--work-dir", type=Path,
+                        help="keep the run directories here (default: a temporary directory)")
+    parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/; "
+                        "quick: under $TMPDIR/elmo-bench-quick/)")
+
+
+def results_file(name: str, quick: bool) -> Path:
+    """Where a benchmark's JSON goes by default; a smoke run's never over the real results."""
+    return (Path(tempfile.gettempdir()) / "elmo-bench-quick" if quick else RESULTS) / name
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -38,13 +38,14 @@ from common import (
     DATA,
     KIM_2016_PTB,
     REPO,
-    RESULTS,
+    add_run_options,
     head_lines,
     machine_info,
     n_parameters,
     oov_stats,
     perplexity_of,
     preset_name,
+    results_file,
     run_training,
     train_metrics,
     write_json,
@@ -142,16 +143,10 @@ def main() -> None:
     parser.add_argument("--scratch-preset",
                         help="baseline architecture (default: the base's preset)")
     parser.add_argument("--calibration-steps", type=int, default=4)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: a tiny base, data slices, seconds of training")
-    parser.add_argument("--work-dir", type=Path,
-                        help="keep the run directories here (default: a temporary directory)")
-    parser.add_argument("--out", type=Path, help="JSON results (default benchmarks/results/"
-                        "continue_training.json; quick: under $TMPDIR/elmo-bench-quick/)")
+    add_run_options(parser, "smoke run: a tiny base, data slices, seconds of training")
     args = parser.parse_args()
     if args.out is None:
-        args.out = (Path(tempfile.gettempdir()) / "elmo-bench-quick" if args.quick
-                    else RESULTS) / "continue_training.json"
+        args.out = results_file("continue_training.json", args.quick)
     if args.quick:
         args.budget_minutes, args.calibration_steps = min(args.budget_minutes, 0.05), 2
 

@@ -42,7 +42,7 @@ from typing import Any
 from common import (
     DATA,
     KIM_2016_PTB,
-    RESULTS,
+    add_run_options,
     build_vocab,
     forward_flops_per_token,
     head_lines,
@@ -51,6 +51,7 @@ from common import (
     n_parameters,
     oov_stats,
     open_text,
+    results_file,
     run_training,
     train_metrics,
     training_flops_per_token,
@@ -249,12 +250,7 @@ def main() -> None:
                         help="vocabulary min count (default: en 1, the closed vocabularies; "
                         "zh 2, so that <UNK> is trained for unseen test words)")
     parser.add_argument("--test-every", type=int, default=50, help="zh: every Nth line is test")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: tiny preset, data slices, a few seconds of training")
-    parser.add_argument("--work-dir", type=Path,
-                        help="keep the run directories here (default: a temporary directory)")
-    parser.add_argument("--out", type=Path, help="JSON results (default under "
-                        "benchmarks/results/)")
+    add_run_options(parser, "smoke run: tiny preset, data slices, a few seconds of training")
     args = parser.parse_args()
     if args.quick:
         args.presets, args.warmup_steps, args.speed_steps = ["tiny"], 1, 2
@@ -266,9 +262,7 @@ def main() -> None:
     if args.out is None:
         name = "pretrain" if args.language == "en" else (
             "pretrain_zh" + ("" if args.tokenizer == "jieba" else f"_{args.tokenizer}"))
-        # A smoke run's JSON goes to the temporary directory, never over the real results.
-        args.out = (Path(tempfile.gettempdir()) / "elmo-bench-quick" if args.quick
-                    else RESULTS) / f"{name}.json"
+        args.out = results_file(f"{name}.json", args.quick)
 
     with tempfile.TemporaryDirectory(prefix="elmo-pretrain-") as tmp:
         work = args.work_dir or Path(tmp)
