@@ -134,6 +134,17 @@ class SoftmaxHead(nn.Module):
         """(N, P) -> (N, V) unnormalised scores over the whole vocabulary."""
         return F.linear(hidden, self.weight, self.bias)
 
+    def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The weight rows (N, P) and biases (N,) of class ``ids`` (N,).
+
+        Looked up with `F.embedding`, whose CPU backward adds repeated ids in a fixed order;
+        the backward of ``weight[ids]`` uses atomic adds there, which differ from run to run
+        with 2 or more threads.
+        """
+        weight = F.embedding(ids, self.weight)
+        bias = F.embedding(ids, self.bias.unsqueeze(1)).squeeze(1)
+        return weight, bias
+
     def full_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, chunk_size: int | None = None
     ) -> torch.Tensor:
@@ -170,7 +181,8 @@ class SoftmaxHead(nn.Module):
         cands = cands.to(hidden.device)  # (S,)
         log_q_true = expected_count(targets, self.vocab_size, num_tries).log().to(hidden.dtype)
         log_q_cand = expected_count(cands, self.vocab_size, num_tries).log().to(hidden.dtype)
-        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
+        weight, bias = self.rows(targets)
+        true_logits = (hidden * weight).sum(-1) + bias  # (N,)
         true_logits = true_logits - log_q_true
         # Accidental hits (a row's target among the candidates) get logit -inf; sparse.
         position = torch.full((self.vocab_size,), -1, dtype=torch.long, device=hidden.device)
@@ -178,6 +190,6 @@ class SoftmaxHead(nn.Module):
         hit_col = position[targets]  # (N,) -1 where the target was not sampled
         hit_row = (hit_col >= 0).nonzero().squeeze(1)
         # The correction is folded into the candidates' bias.
-        return _SampledCrossEntropy.apply(hidden, true_logits, self.weight[cands],
-                                          self.bias[cands] - log_q_cand, hit_row,
-                                          hit_col[hit_row])
+        cand_weight, cand_bias = self.rows(cands)
+        return _SampledCrossEntropy.apply(hidden, true_logits, cand_weight,
+                                          cand_bias - log_q_cand, hit_row, hit_col[hit_row])
