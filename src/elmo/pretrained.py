@@ -19,8 +19,11 @@ def default_model_dir() -> Path:
     return Path(str(resources.files("elmo") / "pretrained" / DEFAULT_MODEL))
 
 
-def find_official_pair(directory: Path) -> tuple[Path, Path]:
-    """The one options .json and one weights .hdf5 in a directory."""
+def find_official_pair(
+    directory: Path, choose: str = "Pass --options and --weights to choose."
+) -> tuple[Path, Path]:
+    """The one options .json and one weights .hdf5 in a directory; `choose` ends the error
+    message when there are none or several (how the caller's user picks a pair)."""
     options = sorted(p for p in directory.glob("*.json") if p.name != "config.json")
     weights = sorted(directory.glob("*.hdf5")) + sorted(directory.glob("*.h5"))
     if len(options) == 1 and len(weights) == 1:
@@ -28,7 +31,7 @@ def find_official_pair(directory: Path) -> tuple[Path, Path]:
     raise ElmoError(
         f"{directory} should hold our format (config.json + model.safetensors) or exactly one "
         f"options .json and one weights .hdf5; found options {[p.name for p in options]} and "
-        f"weights {[p.name for p in weights]}. Pass --options and --weights to choose."
+        f"weights {[p.name for p in weights]}. {choose}"
     )
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from elmo.errors import InputFileError
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
@@ -22,7 +23,8 @@ PathLike = str | os.PathLike[str]
 def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
     """Expand glob patterns (each sorted) and keep plain paths, in the order given.
 
-    Raises FileNotFoundError naming a pattern or path that matches no file.
+    Raises FileNotFoundError naming a pattern or path that matches no file, InputFileError
+    for a directory.
     """
     if isinstance(patterns, str | os.PathLike):
         patterns = [patterns]
@@ -38,7 +40,8 @@ def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
         else:
             path = Path(text)
             if path.is_dir():
-                raise IsADirectoryError(f"{text!r} is a directory; use a glob like '{text}/*'")
+                raise InputFileError(f"{text!r} is a directory, not a text file; to read the "
+                                     f"files in it, pass a quoted glob like '{text}/*.txt'")
             if not path.is_file():
                 raise FileNotFoundError(f"no such file: {text!r}")
             paths.append(path)

@@ -48,6 +48,10 @@ class Checkpoint:
     bad_evals: int = 0  # evaluations since the best one (early stopping)
     finished: bool = False
     model_config: dict[str, Any] = field(default_factory=dict)  # BiLMConfig.to_dict()
+    # Training losses since the last metrics line (summed over the ranks), so that the first
+    # line a resumed run logs equals the uninterrupted run's.
+    log_window: dict[str, float] = field(default_factory=dict)
+    threads: int | None = None  # torch threads of the process that wrote it (bitwise resume)
 
 
 # ---- random number generators ---------------------------------------------------------
@@ -107,6 +111,8 @@ def save_checkpoint(path: str | Path, ckpt: Checkpoint) -> None:
         "bad_evals": ckpt.bad_evals,
         "finished": ckpt.finished,
         "model_config": ckpt.model_config,
+        "log_window": ckpt.log_window,
+        "threads": ckpt.threads,
         "optimizer_param_groups": ckpt.optimizer["param_groups"],
         "optimizer_scalars": {
             str(i): {k: v for k, v in slots.items() if not isinstance(v, torch.Tensor)}
@@ -168,4 +174,6 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         bad_evals=meta["bad_evals"],
         finished=meta["finished"],
         model_config=meta["model_config"],
+        log_window=meta.get("log_window", {}),
+        threads=meta.get("threads"),
     )

@@ -22,7 +22,8 @@ DEFAULT_PRESET = "small"
 # Options that may change when a run is resumed (they do not decide the data or the model).
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
-    "early_stopping_patience", "max_steps", "epochs", "max_minutes",
+    "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
+    "deterministic",
 })
 
 
@@ -59,6 +60,8 @@ class TrainConfig:
     num_samples: int = 8192
     seed: int = 0
     device: str | None = None  # None: cuda if available, else cpu
+    # torch.use_deterministic_algorithms for the run (bitwise reproducible on CUDA too).
+    deterministic: bool = False
     # ULMFiT-style fine-tuning (Howard and Ruder 2018).
     discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
     schedule: str = "constant"
@@ -67,6 +70,7 @@ class TrainConfig:
     unfreeze_every: int | None = None  # steps between unfreezing groups (None: one epoch)
     # Bookkeeping.
     checkpoint_every: int = 1000
+    checkpoint_minutes: float | None = None  # also checkpoint this long after the last one
     eval_every: int = 1000
     log_every: int = 100
     early_stopping_patience: int | None = None  # evaluations without improvement
@@ -98,6 +102,8 @@ class TrainConfig:
              "unfreeze every must be >= 1"),
             (min(self.checkpoint_every, self.eval_every, self.log_every) >= 1,
              "checkpoint, eval and log intervals must be >= 1"),
+            (self.checkpoint_minutes is None or self.checkpoint_minutes > 0,
+             "checkpoint minutes must be > 0"),
             (self.early_stopping_patience is None or self.early_stopping_patience >= 1,
              "early stopping patience must be >= 1"),
             (self.early_stopping_patience is None or self.valid is not None,

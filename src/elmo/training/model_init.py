@@ -21,10 +21,11 @@ import torch
 from elmo.chars import word_to_char_ids
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
+from elmo.formats.bilm_tf import load_bilm_tf
 from elmo.formats.native import is_native_dir, load_pretrained
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.pretrained import load_bilm
+from elmo.pretrained import find_official_pair, load_bilm
 from elmo.training.config import DEFAULT_PRESET, TrainConfig
 from elmo.training.prepare import VOCAB_NAME
 from elmo.vocab import Vocabulary
@@ -44,6 +45,9 @@ class InitSource:
 def load_init_source(spec: str | Path) -> InitSource:
     """Our model directory (softmax and vocab kept), or anything `load_bilm` accepts."""
     path = Path(spec)
+    if path.is_dir() and not is_native_dir(path):
+        choose = "Put the pair to continue from in a directory of its own for --init-from."
+        return InitSource(load_bilm_tf(*find_official_pair(path, choose)))
     if not is_native_dir(path):
         return InitSource(load_bilm(spec))
     bilm, extra = load_pretrained(path)

@@ -3,12 +3,14 @@
 One streamed pass over the corpus counts its tokens (for the number of steps per epoch and the
 ETA) and, unless a vocabulary file is given, builds the vocabulary; memory holds the word
 counts only, never the text. `run.json` records the options, so that re-running the same
-command resumes the run and a different one is refused.
+command resumes the run and a different one is refused. Nothing is written before training
+starts: a start that fails (bad input, a model that cannot be loaded) leaves no directory.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -86,18 +88,31 @@ class RunInfo:
         atomic_write_text(out_dir / RUN_NAME, json.dumps(self.to_dict(), indent=2) + "\n")
 
 
+@dataclass
+class PreparedRun:
+    """What a run starts from: its options and corpus counts, its vocabulary, and whether the
+    run directory is still to be written (`start_run_dir`)."""
+
+    info: RunInfo
+    vocab: Vocabulary
+    fresh: bool
+
+
 def prepare_run(
     config: TrainConfig, out_dir: Path, world_size: int, say: Callable[[str], None],
     progress: bool = False,
-) -> RunInfo:
-    """Create the run directory (scan the corpus, write vocab.txt and run.json) or, if it
-    exists, check that `config` continues the same run. `say` reports what happens."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob(".*.tmp"):  # left behind by a writer that was killed
-        stale.unlink()
+) -> PreparedRun:
+    """Check that `config` continues the run in `out_dir`, or, for a new run, scan the corpus
+    and build the vocabulary without writing anything: the directory is written by
+    `start_run_dir` once the model is built, so a failed start leaves nothing behind.
+    `say` reports what happens."""
+    check_out_dir(out_dir)
     files = [str(p) for p in expand_paths(config.train)]
     if (out_dir / RUN_NAME).exists():
-        return _check_resume(config, out_dir, world_size, files, say)
+        for stale in out_dir.glob(".*.tmp"):  # left behind by a writer that was killed
+            stale.unlink()
+        info = _check_resume(config, out_dir, world_size, files, say)
+        return PreparedRun(info, Vocabulary.from_file(out_dir / VOCAB_NAME), fresh=False)
     clashes = [name for name in (CHECKPOINT_NAME, WEIGHTS_NAME) if (out_dir / name).exists()]
     if clashes:
         raise ElmoError(f"{out_dir} holds {', '.join(clashes)} but no {RUN_NAME}: it is not a "
@@ -114,12 +129,38 @@ def prepare_run(
         raise ElmoError(f"the training files {config.train} have no sentences")
     if vocab is None:
         vocab = Vocabulary.from_file(config.vocab)
-    vocab.save(out_dir / VOCAB_NAME)
-    info = RunInfo(config, files, stats.n_sentences, stats.n_tokens, world_size)
-    info.save(out_dir)
     say(f"{stats.n_sentences:,} sentences, {stats.n_tokens:,} tokens; "
         f"vocabulary of {len(vocab):,} words")
-    return info
+    info = RunInfo(config, files, stats.n_sentences, stats.n_tokens, world_size)
+    return PreparedRun(info, vocab, fresh=True)
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Raise ElmoError unless `out_dir` is a directory, or can be created, that we may write."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ElmoError(f"--out {out_dir} is a file; give a directory for the run (it is "
+                        "created if missing)")
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ElmoError(f"cannot create the run directory {out_dir}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ElmoError(f"cannot write the run directory {out_dir}: {existing} is not "
+                        "writable (permission denied or a read-only file system); choose "
+                        "another --out")
+
+
+def start_run_dir(out_dir: Path, prepared: PreparedRun) -> None:
+    """Create the directory of a new run: `vocab.txt`, then `run.json`, which marks it as
+    started (a run killed before its first checkpoint restarts from scratch when resumed)."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        prepared.vocab.save(out_dir / VOCAB_NAME)
+        prepared.info.save(out_dir)
+    except OSError as err:
+        raise ElmoError(f"cannot write the run directory {out_dir}: {err.strerror or err}; "
+                        "choose another --out") from err
 
 
 def _check_resume(

@@ -5,12 +5,16 @@ computes the mean loss of both directions with the tied softmax, backpropagates 
 the window length (as bilm-tf), averages gradients over the ranks, clips them to a global
 norm and takes an optimizer step.
 
-The run directory (`--out`) holds `run.json` (options, corpus counts), `vocab.txt`,
+The run directory (`--out`) is written once training starts (after the corpus scan and the
+model set-up succeeded). It holds `run.json` (options, corpus counts), `vocab.txt`,
 `checkpoint.safetensors` (everything needed to resume exactly, written by rank 0 every
-`checkpoint_every` steps and at the end), `metrics.jsonl`, and the model in our format
-(`config.json` + `model.safetensors` with `softmax.*` tensors): the best one on the validation
-data if given, else the last one. Re-running the same command resumes from the checkpoint and
-ends with the same weights as a run never interrupted.
+`checkpoint_every` steps, `checkpoint_minutes` after the last one, and at the end),
+`metrics.jsonl`, and the model in our format (`config.json` + `model.safetensors` with
+`softmax.*` tensors): the best one on the validation data if given, else the last one.
+Re-running the same command resumes from the checkpoint and ends with the same weights,
+optimizer state and metrics as a run never interrupted, bit for bit, as long as it runs with
+the same number of torch threads on the same device: every CPU kernel of a training step is
+deterministic for a given thread count (see `BiLM.encode_tokens`, `SoftmaxHead.rows`).
 
 A time budget (`max_minutes`) ends the run after the first step that finishes that many minutes
 after this process's first step (the directory scan and model setup do not count; validation
@@ -23,11 +27,15 @@ run counts only its own time. The learning-rate schedule still spans `max_steps`
 from __future__ import annotations
 
 import math
+import os
 import random
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,7 +65,7 @@ from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
 from elmo.training.metrics import METRICS_NAME, MetricsLog
 from elmo.training.model_init import build_language_model
-from elmo.training.prepare import VOCAB_NAME, RunInfo, prepare_run
+from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
 from elmo.training.schedules import lr_multiplier
 from elmo.training.stream import TrainStream, batch_tensors
 from elmo.vocab import Vocabulary
@@ -81,6 +89,24 @@ class TrainResult:
 def _now() -> float:
     """The clock of the time budget (seconds; a function so that tests can replace it)."""
     return time.monotonic()
+
+
+@contextmanager
+def deterministic_algorithms(enabled: bool) -> Iterator[None]:
+    """Inside: `torch.use_deterministic_algorithms(True)` if `enabled` (an op without a
+    deterministic kernel then raises), with the cuBLAS workspace setting it needs on CUDA
+    (`CUBLAS_WORKSPACE_CONFIG`, unless already set; it must precede the first CUDA matmul of
+    the process). The previous setting is restored on exit."""
+    if not enabled:
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled()
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def _seed_everything(seed: int) -> None:
@@ -108,25 +134,35 @@ class Trainer:
         if self.verbose:
             (self._bar.write if self._bar else print)(f"elmo train: {message}", file=sys.stderr)
 
-    def _prepare(self) -> RunInfo:
-        """Rank 0 prepares the directory; the others wait for it and learn the outcome."""
-        shared = None
+    def _on_main(self, work: Callable[[], Any], what: str) -> Any:
+        """`work()` on rank 0 and its (picklable) result on every rank; the others wait for
+        it. An error on rank 0 is raised on every rank."""
+        result = None
         if self.world.is_main:
             try:
-                info = prepare_run(self.config, self.out, self.world.world_size, self._say,
-                                   self.verbose)
-                shared = {"info": info.to_dict()}
+                result = work()
             except Exception as err:
-                self.world.share_from_main({"error": f"rank 0 could not prepare: {err}"})
+                self.world.share_from_main({"error": f"rank 0 could not {what}: {err}"})
                 raise
-        shared = self.world.share_from_main(shared)
+        shared = self.world.share_from_main({"result": result})
         if "error" in shared:
             raise ElmoError(shared["error"])
-        return RunInfo.from_dict(shared["info"])
+        return shared["result"]
 
-    def _setup(self, info: RunInfo) -> Checkpoint | None:
-        cfg, world = self.config, self.world
-        self.vocab = Vocabulary.from_file(self.out / VOCAB_NAME)
+    def _prepare(self) -> PreparedRun:
+        """Rank 0 checks the directory and scans the corpus; every rank learns the outcome."""
+        def prepare() -> dict[str, Any]:
+            run = prepare_run(self.config, self.out, self.world.world_size, self._say,
+                              self.verbose)
+            return {"info": run.info.to_dict(), "words": run.vocab.words, "fresh": run.fresh}
+
+        shared = self._on_main(prepare, "prepare")
+        return PreparedRun(RunInfo.from_dict(shared["info"]), Vocabulary(shared["words"]),
+                           shared["fresh"])
+
+    def _setup(self, prepared: PreparedRun) -> Checkpoint | None:
+        cfg, world, info = self.config, self.world, prepared.info
+        self.vocab = prepared.vocab
         tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
         self.steps_per_epoch = max(1, math.ceil(info.n_tokens / tokens_per_step))
         self.total_steps = cfg.max_steps or max(
@@ -167,6 +203,9 @@ class Trainer:
                                   self.vocab, bptt, world.rank, world.world_size)
         self.step, self.best, self.bad_evals = 0, None, 0
         self.last_checkpoint: int | None = None
+        self.resumed_window: dict[str, float] = {}
+        if prepared.fresh:  # everything that could fail before training did not
+            self._on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
         if ckpt is None:
             _seed_everything(cfg.seed + world.rank)  # dropout and sampling differ per rank
             return None
@@ -183,12 +222,22 @@ class Trainer:
         restore_rng(mine.rng)
         self.step = self.last_checkpoint = ckpt.step
         self.best, self.bad_evals = ckpt.best_valid_ppl, ckpt.bad_evals
+        self.resumed_window = ckpt.log_window
+        threads = torch.get_num_threads()
+        if ckpt.threads is not None and ckpt.threads != threads:
+            self._say(f"warning: the checkpoint was written with {ckpt.threads} torch threads, "
+                      f"this process has {threads}: the run goes on, but not bit-identical to "
+                      f"an uninterrupted one (OMP_NUM_THREADS={ckpt.threads} would be)")
         return ckpt
 
     # ---- the run --------------------------------------------------------------------
 
     def run(self) -> TrainResult:
         """Train to the end (or resume and finish); returns where it stopped."""
+        with deterministic_algorithms(self.config.deterministic):
+            return self._run()
+
+    def _run(self) -> TrainResult:
         ckpt = self._setup(self._prepare())
         if self.world.is_main:  # forget what a killed run logged after its last checkpoint
             self.metrics.truncate_after(self.step)
@@ -206,25 +255,26 @@ class Trainer:
         last_valid = None
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
-        window = _Window()
-        self._started = _now()
+        self.window = _Window(**self.resumed_window)
+        self._started = self._saved_at = self._clock = _now()
         out_of_time = False
         with self._bar:
             while not (stopped_early or out_of_time) and self.step < self.total_steps:
                 loss_f, loss_b, n_tokens = self._train_step(next(self.stream))
                 self.step += 1
-                window.add(loss_f, loss_b, n_tokens)
+                self.window.add(loss_f, loss_b, n_tokens)
                 self._bar.update(1)
                 end = self.step >= self.total_steps
-                out_of_time = not end and self._time_is_up()
+                out_of_time, checkpoint_due = self._timers(end)
                 stop = end or out_of_time
                 if self.step % cfg.log_every == 0 or stop:
-                    self._log_train(window)
-                    window = _Window()
+                    self._log_train(self.window)
+                    self.window = _Window()
                 if cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop):
                     last_valid = self._evaluate()
                     stopped_early = self._patience_spent()
-                if stop or stopped_early or self.step % cfg.checkpoint_every == 0:
+                if (stop or stopped_early or checkpoint_due
+                        or self.step % cfg.checkpoint_every == 0):
                     self._checkpoint(finished=end or stopped_early)
         self._bar = None
         if out_of_time:
@@ -238,15 +288,22 @@ class Trainer:
         return TrainResult(self.out, self.step, self.total_steps, self.best, last_valid,
                            stopped_early, out_of_time)
 
-    def _time_is_up(self) -> bool:
-        """Whether this process's training time reached `max_minutes` (on any rank: all
-        ranks stop at the same step)."""
-        if self.config.max_minutes is None:
-            return False
-        up = _now() - self._started >= 60.0 * self.config.max_minutes
-        if self.world.distributed:
-            up = bool(self.world.sum(torch.tensor([float(up)], device=self.world.device)) > 0)
-        return up
+    def _timers(self, end: bool) -> tuple[bool, bool]:
+        """After a step: whether this process's training time reached `max_minutes` (not
+        asked at the end), and whether `checkpoint_minutes` passed since the last checkpoint.
+        True on any rank means True on all, so that all ranks act at the same step."""
+        cfg = self.config
+        if cfg.max_minutes is None and cfg.checkpoint_minutes is None:
+            return False, False
+        self._clock = _now()
+        flags = torch.tensor([
+            not end and cfg.max_minutes is not None
+            and self._clock - self._started >= 60.0 * cfg.max_minutes,
+            cfg.checkpoint_minutes is not None
+            and self._clock - self._saved_at >= 60.0 * cfg.checkpoint_minutes,
+        ], dtype=torch.float32, device=self.world.device)
+        out_of_time, checkpoint_due = (self.world.sum(flags) > 0).tolist()
+        return out_of_time, checkpoint_due
 
     def _patience_spent(self) -> bool:
         patience = self.config.early_stopping_patience
@@ -337,6 +394,8 @@ class Trainer:
         save_pretrained(self.lm.bilm, self.out, extra_tensors=softmax)
 
     def _checkpoint(self, finished: bool) -> None:
+        """Write the checkpoint (and, without validation data, the model first: a run killed
+        between the two redoes the steps since the last checkpoint and writes both again)."""
         states = self.lm.bilm.carried_states
         mine = RankState(
             stream=self.stream.state_dict(),
@@ -347,24 +406,30 @@ class Trainer:
         if not self.world.same_on_all_ranks(self.lm.parameters()):
             raise ElmoError(f"step {self.step}: the model replicas differ between ranks")
         if self.world.is_main:
+            if self.config.valid is None:
+                self._save_model()
             save_checkpoint(self.out / CHECKPOINT_NAME, Checkpoint(
                 step=self.step, model=self.lm.state_dict(),
                 optimizer=self.optimizer.state_dict(), ranks=ranks,
                 best_valid_ppl=self.best, bad_evals=self.bad_evals, finished=finished,
-                model_config=self.lm.bilm.config.to_dict(),
+                model_config=self.lm.bilm.config.to_dict(), log_window=self.window.state(),
+                threads=torch.get_num_threads(),
             ))
-            if self.config.valid is None:
-                self._save_model()
         self.last_checkpoint = self.step
+        self._saved_at = self._clock
 
 
 class _Window:
-    """Training losses and throughput since the last log line."""
+    """Training losses since the last log line, and this process's throughput (the losses
+    resume from a checkpoint's `state()`; the clock and token count start anew)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sum_f: float = 0.0, sum_b: float = 0.0, steps: int = 0) -> None:
         self.start = time.perf_counter()
-        self.sum_f = self.sum_b = 0.0
-        self.steps = self.tokens = 0
+        self.sum_f, self.sum_b, self.steps = sum_f, sum_b, steps
+        self.tokens = 0
+
+    def state(self) -> dict[str, float]:
+        return {"sum_f": self.sum_f, "sum_b": self.sum_b, "steps": self.steps}
 
     def add(self, loss_f: float, loss_b: float, n_tokens: int) -> None:
         self.sum_f += loss_f

@@ -1,0 +1,153 @@
+"""Training is bit-for-bit reproducible with 2 threads (issue 8): the same backward pass twice,
+two runs of the same command, and a run killed with SIGKILL and re-run all agree bitwise.
+
+The rest of the suite runs with 1 thread (conftest); these tests set 2 threads themselves,
+because the kernels that differ from run to run (atomic adds) only run in parallel there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from elmo.cli import main
+from elmo.config import BiLMConfig
+from elmo.data.batching import BPTTConfig
+from elmo.modules.bilm import BiLM
+from elmo.modules.language_model import BiLanguageModel
+from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
+from elmo.training.stream import TrainStream, batch_tensors
+from elmo.vocab import Vocabulary
+from tests.conftest import REPO
+from tests.test_train_cli import train_args
+from tests.test_training import write_corpus
+
+# Large enough batches that the parallel CPU kernels run: an index backward of at least
+# 32,768 elements (torch's grain size) uses atomic adds when there are 2 threads.
+BATCH = ["--batch-size", "64", "--unroll-steps", "20"]
+
+
+@contextmanager
+def threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_files(directory: Path) -> dict[str, object]:
+    """Everything a run leaves that must be reproducible: tensors, checkpoint metadata,
+    metrics without the timing."""
+    files: dict[str, object] = {}
+    for name in (CHECKPOINT_NAME, "model.safetensors"):
+        files.update({f"{name}:{k}": v for k, v in load_file(directory / name).items()})
+    files["meta"] = read_checkpoint_meta(directory / CHECKPOINT_NAME)
+    files["metrics"] = [
+        {k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
+        for line in (directory / "metrics.jsonl").read_text().splitlines()
+    ]
+    return files
+
+
+def assert_identical(got: dict[str, object], want: dict[str, object]) -> None:
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(got[key], value), key
+        else:
+            assert got[key] == value, key
+
+
+@pytest.mark.parametrize("softmax", ["sampled", "full"])
+def test_a_training_backward_pass_is_bitwise_repeatable_with_2_threads(tmp_path, softmax):
+    """Gradients of every parameter, twice from the same batch, seed and weights."""
+    train, _ = write_corpus(tmp_path, n_train=400)
+    vocab = Vocabulary.build(line.split() for line in train.read_text().splitlines())
+    torch.manual_seed(0)
+    lm = BiLanguageModel(BiLM(BiLMConfig.preset("tiny", vocab_size=len(vocab))), len(vocab),
+                         softmax, num_samples=12).train()
+    batch = next(TrainStream([train], "whitespace", vocab, BPTTConfig(64, 20)))
+    char_ids, targets, mask = batch_tensors(batch, 50, torch.device("cpu"))
+
+    def gradients() -> dict[str, torch.Tensor]:
+        torch.manual_seed(1)  # the same dropout masks and sampled candidates
+        lm.zero_grad(set_to_none=True)
+        lm(char_ids, targets, mask).total.backward()
+        return {name: p.grad.clone() for name, p in lm.named_parameters()}
+
+    with threads(2):
+        first = gradients()
+        for _ in range(3):
+            again = gradients()
+            differ = [name for name in first if not torch.equal(first[name], again[name])]
+            assert not differ
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_two_runs_of_the_same_command_are_bitwise_identical(tmp_path, n_threads):
+    train, valid = write_corpus(tmp_path)
+    extra = [*BATCH, "--max-steps", "8", "--checkpoint-every", "4", "--eval-every", "4",
+             "--log-every", "3", "--softmax", "sampled", "--num-samples", "12", "--seed", "7"]
+    with threads(n_threads):
+        for name in ("a", "b"):
+            assert main(train_args(train, valid, tmp_path / name, *extra)) == 0
+    assert_identical(run_files(tmp_path / "b"), run_files(tmp_path / "a"))
+
+
+def elmo_train(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -> None:
+    """`python -m elmo train ...` in a subprocess with `n_threads` torch threads, killed with
+    SIGKILL as soon as `kill_when()` is True (which must happen before the run ends)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(n_threads),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not kill_when():
+            assert proc.poll() is None, "the run ended before the moment to kill it"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads):
+    """A run killed with SIGKILL (1) as soon as it has started, before any checkpoint, and
+    (2) after a later checkpoint, re-run each time, ends with exactly the weights, optimizer
+    state, RNG states and metrics of a run never interrupted (sampled softmax and dropout on,
+    so the RNG states matter; checkpoints between two metrics lines)."""
+    train, valid = write_corpus(tmp_path)
+    extra = [*BATCH, "--max-steps", "24", "--checkpoint-every", "6", "--eval-every", "10",
+             "--log-every", "5", "--softmax", "sampled", "--num-samples", "12"]
+    killed, reference = tmp_path / "killed", tmp_path / "reference"
+    args = train_args(train, valid, killed, *extra)
+
+    def checkpoint_step() -> int:
+        path = killed / CHECKPOINT_NAME
+        return read_checkpoint_meta(path)["step"] if path.exists() else 0
+
+    elmo_train(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
+    assert checkpoint_step() == 0
+    elmo_train(args, n_threads, kill_when=lambda: checkpoint_step() >= 12)
+    assert 12 <= checkpoint_step() < 24
+    with threads(n_threads):
+        assert main(args) == 0  # the same command resumes and finishes
+        assert main(train_args(train, valid, reference, *extra)) == 0
+    resumed = run_files(killed)
+    assert resumed["meta"]["step"] == 24 and resumed["meta"]["finished"]
+    assert_identical(resumed, run_files(reference))
