@@ -15,11 +15,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from elmo.cli import main
 from elmo.config import BiLMConfig
@@ -28,10 +26,11 @@ from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.stream import TrainStream, batch_tensors
+from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.conftest import REPO
 from tests.test_train_cli import train_args
-from tests.test_training import write_corpus
+from tests.test_training import assert_identical, run_files, write_corpus
 
 # Large enough batches that the parallel CPU kernels run: an index backward of at least
 # 32,768 elements (torch's grain size) uses atomic adds when there are 2 threads.
@@ -46,29 +45,6 @@ def threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def run_files(directory: Path) -> dict[str, object]:
-    """Everything a run leaves that must be reproducible: tensors, checkpoint metadata,
-    metrics without the timing."""
-    files: dict[str, object] = {}
-    for name in (CHECKPOINT_NAME, "model.safetensors"):
-        files.update({f"{name}:{k}": v for k, v in load_file(directory / name).items()})
-    files["meta"] = read_checkpoint_meta(directory / CHECKPOINT_NAME)
-    files["metrics"] = [
-        {k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
-        for line in (directory / "metrics.jsonl").read_text().splitlines()
-    ]
-    return files
-
-
-def assert_identical(got: dict[str, object], want: dict[str, object]) -> None:
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        if isinstance(value, torch.Tensor):
-            assert torch.equal(got[key], value), key
-        else:
-            assert got[key] == value, key
 
 
 @pytest.mark.parametrize("softmax", ["sampled", "full"])
@@ -151,3 +127,27 @@ def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_p
     resumed = run_files(killed)
     assert resumed["meta"]["step"] == 24 and resumed["meta"]["finished"]
     assert_identical(resumed, run_files(reference))
+
+
+def test_deterministic_flag_is_accepted_recorded_and_restored(tmp_path, monkeypatch):
+    """`--deterministic` turns torch's deterministic mode on for the run only; on CPU the
+    result is the same as without it (every kernel of a step is deterministic already)."""
+    train, _ = write_corpus(tmp_path)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen, real_step = [], Trainer._train_step
+
+    def spy(self, batch):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return real_step(self, batch)
+
+    monkeypatch.setattr(Trainer, "_train_step", spy)
+    extra = ["--max-steps", "3", "--softmax", "sampled", "--num-samples", "12"]
+    assert main(train_args(train, None, tmp_path / "on", *extra, "--deterministic")) == 0
+    assert seen == [True] * 3 and not torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert json.loads((tmp_path / "on" / "run.json").read_text())["config"]["deterministic"]
+    assert main(train_args(train, None, tmp_path / "off", *extra)) == 0
+    assert seen[3:] == [False] * 3
+    on, off = run_files(tmp_path / "on"), run_files(tmp_path / "off")
+    assert_identical({k: v for k, v in on.items() if k != "meta"},
+                     {k: v for k, v in off.items() if k != "meta"})

@@ -3,20 +3,24 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 from elmo.chars import batch_to_ids
-from elmo.cli import main
+from elmo.cli import build_parser, main
 from elmo.embed import Embedder
-from elmo.formats.bilm_tf import load_bilm_tf
+from elmo.formats.bilm_tf import load_bilm_tf, save_bilm_tf
 from elmo.formats.native import load_pretrained
+from elmo.training import prepare as prepare_module
 from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.vocab import Vocabulary
+from tests.conftest import random_bilm
 from tests.test_training import write_corpus
 
 SENTENCES = [["the", "cat", "sees", "a", "ball", "."], ["my", "friend", "helps", "again", "."]]
@@ -175,3 +179,85 @@ def test_max_minutes_stops_after_the_first_step_past_the_budget(tmp_path):
     assert json.loads((out / "run.json").read_text())["config"]["max_minutes"] == 1e-6
     assert main(args) == 0  # the same command resumes for another budget
     assert read_checkpoint_meta(out / CHECKPOINT_NAME)["step"] == 2
+
+
+def test_a_failed_start_leaves_nothing_behind_and_the_corrected_command_runs(
+    tmp_path, capsys, monkeypatch
+):
+    train, valid = write_corpus(tmp_path)
+    out = tmp_path / "run"
+    pairs = tmp_path / "pairs"  # two official pairs in one folder: which one?
+    for name in ("a", "b"):
+        options, weights = save_bilm_tf(random_bilm(), tmp_path / name)
+        pairs.mkdir(exist_ok=True)
+        options.rename(pairs / f"{name}_options.json")
+        weights.rename(pairs / f"{name}_weights.hdf5")
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "cache"))
+    failing = [
+        (["--init-from", "small"], "ELMO_OFFLINE"),  # a released model, offline
+        (["--init-from", str(pairs)], "a directory of its own for --init-from"),
+        (["--valid", str(tmp_path / "missing.txt")], "missing.txt"),
+    ]
+    for extra, message in failing:
+        args = ["train", "--train", str(train), "--out", str(out), "--max-steps", "2",
+                "--batch-size", "8", "--unroll-steps", "10", "--quiet", *extra]
+        capsys.readouterr()
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert message in err and "--options" not in err
+        assert not out.exists()  # no run.json, no vocab.txt, no empty directory
+    assert main(train_args(train, valid, out, "--max-steps", "2")) == 0  # not "other options"
+    assert read_checkpoint_meta(out / CHECKPOINT_NAME)["step"] == 2
+
+
+def test_bad_train_inputs_and_outputs_get_messages_not_tracebacks(tmp_path, capsys, monkeypatch):
+    train, _ = write_corpus(tmp_path)
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("not a directory\n")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    if os.access(read_only, os.W_OK):  # root writes anyway: report it read-only, as a
+        real_access = os.access       # read-only file system would
+
+        def access(path, mode):
+            return False if Path(path) == read_only else real_access(path, mode)
+
+        monkeypatch.setattr(prepare_module.os, "access", access)
+    cases = [
+        (train_args(tmp_path, None, tmp_path / "r"), "is a directory, not a text file"),
+        (train_args(train, None, a_file), f"--out {a_file} is a file"),
+        (train_args(train, None, a_file / "run"), f"{a_file} is a file"),
+        (train_args(train, None, read_only / "run"), f"{read_only} is not writable"),
+    ]
+    for args, message in cases:
+        capsys.readouterr()
+        assert main(args) == 1
+        assert message in capsys.readouterr().err
+    assert a_file.read_text() == "not a directory\n"
+    assert list(read_only.iterdir()) == [] and not (tmp_path / "r").exists()
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Vocabulary, "save", refuse)  # fails when the directory is written
+    capsys.readouterr()
+    assert main(train_args(train, None, tmp_path / "late", "--max-steps", "1")) == 1
+    assert "cannot write the run directory" in capsys.readouterr().err
+    assert not (tmp_path / "late").exists()
+
+
+def test_every_train_option_has_help_that_states_its_default():
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = [a for a in commands.choices["train"]._actions if a.dest != "help"]
+    assert {"--deterministic", "--checkpoint-minutes"} <= {s for a in actions
+                                                            for s in a.option_strings}
+    for action in actions:
+        text = action.help or ""
+        assert "default" in text or (action.required and "required" in text), action.dest
+        if action.default not in (None, False):  # the number or name shown is the real one
+            shown = f"{action.default:g}" if isinstance(action.default, float) else \
+                str(action.default)
+            assert f"default {shown}" in text, action.dest

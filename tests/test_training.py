@@ -87,6 +87,30 @@ def trained_like_dir(directory: Path, vocab: Vocabulary, seed: int = 3) -> Path:
     return directory
 
 
+def run_files(directory: Path) -> dict[str, object]:
+    """Everything a run leaves that must be reproducible: tensors, checkpoint metadata,
+    metrics without the timing."""
+    files: dict[str, object] = {}
+    for name in (CHECKPOINT_NAME, "model.safetensors"):
+        files.update({f"{name}:{k}": v for k, v in load_file(directory / name).items()})
+    files["meta"] = read_checkpoint_meta(directory / CHECKPOINT_NAME)
+    files["metrics"] = [
+        {k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
+        for line in (directory / "metrics.jsonl").read_text().splitlines()
+    ]
+    return files
+
+
+def assert_identical(got: dict[str, object], want: dict[str, object]) -> None:
+    """Bitwise equality of two `run_files`."""
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(got[key], value), key
+        else:
+            assert got[key] == value, key
+
+
 # ---- schedules and layer groups ---------------------------------------------------------
 
 
@@ -317,6 +341,50 @@ def test_time_budget_stops_cleanly_and_a_resumed_run_counts_only_its_own_time(
     assert load_checkpoint(out / CHECKPOINT_NAME).step == 6
     with pytest.raises(ValueError, match="max minutes"):
         tiny_config(train, max_minutes=0)
+
+
+def test_checkpoint_minutes_checkpoints_by_time_and_a_resumed_run_ends_identical(
+    tmp_path, monkeypatch
+):
+    train, valid = write_corpus(tmp_path)
+    clock = {"now": 0.0}
+
+    def fake_now():  # every reading of the clock is one minute later
+        clock["now"] += 60.0
+        return clock["now"]
+
+    saved, real_save = [], trainer_module.save_checkpoint
+
+    def save(path, ckpt):
+        saved.append(ckpt.step)
+        real_save(path, ckpt)
+
+    monkeypatch.setattr(trainer_module, "_now", fake_now)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save)
+    config = tiny_config(train, valid, max_steps=10, checkpoint_every=1000, eval_every=5,
+                         log_every=4, checkpoint_minutes=2.5, softmax="sampled", num_samples=12)
+    run(config, tmp_path / "reference")
+    assert saved == [3, 6, 9, 10]  # 3 minutes after the first step, the last save, ...; end
+
+    saved.clear()
+    real_step, steps = Trainer._train_step, []
+
+    def crash_at_step_8(self, batch):
+        steps.append(self.step)
+        if len(steps) == 8:
+            raise KeyboardInterrupt
+        return real_step(self, batch)
+
+    monkeypatch.setattr(Trainer, "_train_step", crash_at_step_8)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, tmp_path / "crashed")
+    assert saved == [3, 6]
+    monkeypatch.setattr(Trainer, "_train_step", real_step)
+    run(config, tmp_path / "crashed")  # resumes from step 6, between two metrics lines
+    assert saved == [3, 6, 9, 10]
+    assert_identical(run_files(tmp_path / "crashed"), run_files(tmp_path / "reference"))
+    with pytest.raises(ValueError, match="checkpoint minutes"):
+        tiny_config(train, checkpoint_minutes=0)
 
 
 def test_options_are_checked():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,11 +155,14 @@ def check_out_dir(out_dir: Path) -> None:
 def start_run_dir(out_dir: Path, prepared: PreparedRun) -> None:
     """Create the directory of a new run: `vocab.txt`, then `run.json`, which marks it as
     started (a run killed before its first checkpoint restarts from scratch when resumed)."""
+    created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         prepared.vocab.save(out_dir / VOCAB_NAME)
         prepared.info.save(out_dir)
     except OSError as err:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
         raise ElmoError(f"cannot write the run directory {out_dir}: {err.strerror or err}; "
                         "choose another --out") from err
 
