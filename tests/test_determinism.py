@@ -151,3 +151,16 @@ def test_deterministic_flag_is_accepted_recorded_and_restored(tmp_path, monkeypa
     on, off = run_files(tmp_path / "on"), run_files(tmp_path / "off")
     assert_identical({k: v for k, v in on.items() if k != "meta"},
                      {k: v for k, v in off.items() if k != "meta"})
+
+
+def test_resuming_with_another_thread_count_says_so(tmp_path, capsys):
+    train, _ = write_corpus(tmp_path)
+    args = ["train", "--train", str(train), "--out", str(tmp_path / "run"), "--preset", "tiny",
+            "--batch-size", "4", "--unroll-steps", "5"]
+    with threads(1):
+        assert main([*args, "--max-steps", "1", "--quiet"]) == 0
+    assert read_checkpoint_meta(tmp_path / "run" / CHECKPOINT_NAME)["threads"] == 1
+    capsys.readouterr()
+    with threads(2):
+        assert main([*args, "--max-steps", "2"]) == 0  # --max-steps may change on resume
+    assert "written with 1 torch threads, this process has 2" in capsys.readouterr().err
