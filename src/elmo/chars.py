@@ -72,12 +72,13 @@ def check_tokens(tokens: object, what: str = "a sentence") -> None:
                             "tokens must be strings")
 
 
-def check_sentences(sentences: object) -> None:
-    """TypeError unless `sentences` is a sequence of tokenized sentences."""
+def check_sentences(sentences: object, first: int = 0) -> None:
+    """TypeError unless `sentences` is a sequence of tokenized sentences (numbered from
+    `first` in the message)."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError("sentences must be a list of sentences, each a list of tokens (str); "
                         f"got {type(sentences).__name__}")
-    for i, tokens in enumerate(sentences):
+    for i, tokens in enumerate(sentences, first):
         check_tokens(tokens, f"sentence {i}")
 
 

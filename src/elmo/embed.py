@@ -221,6 +221,7 @@ class Embedder:
             check_sentences(sentences)
         start = 0
         for part in _chunks(sentences, self.chunk_size):
+            check_sentences(part, start)
             yield from enumerate(self._embed_chunk(part), start)
             start += len(part)
 

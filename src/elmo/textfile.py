@@ -40,8 +40,7 @@ def open_input(path: str | Path) -> Iterator[BinaryIO]:
     except FileNotFoundError:
         raise InputFileError(f"input file not found: {path}") from None
     except IsADirectoryError:
-        raise InputFileError(f"input {path} is a directory, not a text file (for several "
-                             f"files, a glob such as '{path}/*.txt' where one is accepted)") from None
+        raise InputFileError(f"input {path} is a directory, not a text file") from None
     except PermissionError:
         raise InputFileError(f"cannot read {path}: permission denied") from None
     with f:
