@@ -3,6 +3,7 @@ run tokenizers, shard identity, the Python API's type errors, and the expected o
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -47,7 +48,8 @@ def _run_dir(path, tokenizer: str):
     bilm = random_bilm(seed=5)
     words = ["<S>", "</S>", "<UNK>", *"北京欢迎你", "北京", "欢迎"]
     torch.manual_seed(0)
-    softmax = {"softmax.weight": torch.randn(len(words), 16), "softmax.bias": torch.zeros(len(words))}
+    softmax = {"softmax.weight": torch.randn(len(words), 16),
+               "softmax.bias": torch.zeros(len(words))}
     save_pretrained(bilm, path, extra_tensors=softmax)
     Vocabulary(words).save(path / "vocab.txt")
     (path / "run.json").write_text(json.dumps({"config": {"tokenizer": tokenizer}}))
@@ -89,7 +91,8 @@ BAD_INPUTS = [
     (["perplexity", "run", "empty.txt"], 1, "no sentences"),
     (["embed", "MODEL", "-", "o.hdf5"], 1, "save the text to a file"),
     (["embed", "MODEL", "in.txt", "o.hdf5", "--num-shards", "2"], 2, "needs --shard-index"),
-    (["embed", "MODEL", "in.txt", "o.hdf5", "--num-shards", "0"], 2, "--num-shards must be at least 1"),
+    (["embed", "MODEL", "in.txt", "o.hdf5", "--num-shards", "0"], 2,
+     "--num-shards must be at least 1"),
     (["embed", "MODEL", "in.txt", "o.hdf5", "--num-shards", "2", "--shard-index", "2"], 1,
      "--shard-index must be in 0..1"),
     (["merge", "m.hdf5", "p0.hdf5", "q1.hdf5"], 1, "model_sha256"),
@@ -99,7 +102,8 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, code, message", BAD_INPUTS, ids=[" ".join(a) for a, _, _ in BAD_INPUTS])
+@pytest.mark.parametrize("argv, code, message", BAD_INPUTS,
+                         ids=[" ".join(a) for a, _, _ in BAD_INPUTS])
 def test_bad_input_gets_a_message_never_a_traceback(tmp_path, env, capsys, monkeypatch, argv,
                                                     code, message):
     monkeypatch.chdir(tmp_path)
@@ -234,8 +238,24 @@ def test_shards_need_an_index_and_name_rank(tmp_path, model_dir, capsys, monkeyp
     assert not list(tmp_path.glob("o*"))
 
 
+@contextlib.contextmanager
+def _killed_at_batch(n: int):
+    """Within the block, the n-th batch embedded raises KeyboardInterrupt (a kill)."""
+    calls, real = [], Embedder.embed_batch
+
+    def dying(self, sentences):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(self, sentences)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Embedder, "embed_batch", dying)
+        yield
+
+
 def test_shards_and_resume_equal_one_process_bit_for_bit(tmp_path, model_dir, monkeypatch):
-    lines = [f"line {i} " + "word{} ".format(i % 13) * (i % 9) for i in range(70)]
+    lines = [f"line {i} " + f"word{i % 13} " * (i % 9) for i in range(70)]
     src = _write(tmp_path / "in.txt", lines)
     options = ["--quiet", "--batch-size", 2]  # chunks of 32 lines
     assert _run("embed", model_dir, src, tmp_path / "single.hdf5", *options) == 0
@@ -244,17 +264,8 @@ def test_shards_and_resume_equal_one_process_bit_for_bit(tmp_path, model_dir, mo
                     "--num-shards", 3, "--shard-index", rank) == 0
     assert _run("merge", tmp_path / "merged.hdf5",
                 *[tmp_path / f"part{r}.hdf5" for r in range(3)]) == 0
-    calls, real = [], Embedder.embed_batch
-
-    def dying(self, sentences):
-        calls.append(1)
-        if len(calls) == 25:
-            raise KeyboardInterrupt
-        return real(self, sentences)
-
-    monkeypatch.setattr(Embedder, "embed_batch", dying)
-    assert _run("embed", model_dir, src, tmp_path / "resumed.hdf5", *options) == 130
-    monkeypatch.setattr(Embedder, "embed_batch", real)
+    with _killed_at_batch(25):
+        assert _run("embed", model_dir, src, tmp_path / "resumed.hdf5", *options) == 130
     assert _run("embed", model_dir, src, tmp_path / "resumed.hdf5", "--batch-size", 2) == 0
     single, _ = _datasets(tmp_path / "single.hdf5")
     for name in ("merged.hdf5", "resumed.hdf5"):
@@ -267,18 +278,9 @@ def test_shards_and_resume_equal_one_process_bit_for_bit(tmp_path, model_dir, mo
 def test_resume_says_where_and_counts_all_empty_lines(tmp_path, model_dir, monkeypatch, capsys):
     lines = ["", "x y"] * 20
     src = _write(tmp_path / "in.txt", lines)
-    calls, real = [], Embedder.embed_batch
-
-    def dying(self, sentences):
-        calls.append(1)
-        if len(calls) == 20:
-            raise KeyboardInterrupt
-        return real(self, sentences)
-
-    monkeypatch.setattr(Embedder, "embed_batch", dying)
-    assert _run("embed", model_dir, src, tmp_path / "o.hdf5", "--batch-size", 1) == 130
+    with _killed_at_batch(20):
+        assert _run("embed", model_dir, src, tmp_path / "o.hdf5", "--batch-size", 1) == 130
     capsys.readouterr()
-    monkeypatch.setattr(Embedder, "embed_batch", real)
     assert _run("embed", model_dir, src, tmp_path / "o.hdf5", "--batch-size", 1) == 0
     err = capsys.readouterr().err
     assert "resuming" in err and "16 of 40 lines were embedded before" in err

@@ -76,8 +76,9 @@ def claim_output(
         existing = [path] if directory_of is None else [path / n for n in directory_of]
         existing = [p for p in existing if p.exists()]
         if existing and not overwrite:
-            raise ElmoError(f"{', '.join(map(str, existing))} already exist{'s' * (len(existing) == 1)}: "
-                            "pass --overwrite to replace, or choose another output")
+            names = ", ".join(map(str, existing))
+            raise ElmoError(f"{names} already exist{'s' * (len(existing) == 1)}: pass "
+                            "--overwrite to replace, or choose another output")
         if directory_of is not None:
             _make_parent(path)
         yield path

@@ -24,7 +24,7 @@ from elmo.hdf5_output import finish_attrs, open_partial, shard_range, write_inde
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm
-from elmo.textfile import ENCODING_ERRORS, is_stdin, scan_input
+from elmo.textfile import is_stdin, scan_input
 from elmo.textfile import read_lines as read_text_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
 from elmo.training.prepare import run_tokenizer
