@@ -314,10 +314,6 @@ class Embedder:
                 with tqdm(total=len(own), initial=done - own.start, unit="line",
                           disable=not progress, desc=f"embedding {input_path.name}") as bar:
                     for part in _chunks(lines, self.chunk_size):
-                        # Each chunk from an empty cache: a token vector's last bits depend on
-                        # the words computed with it, which must not depend on the run's start.
-                        if self.token_cache is not None:
-                            self.token_cache.clear()
                         self._write(out, part, layers, dtype)
                         out.attrs["lines_done"] = part[-1].number + 1
                         out.flush()
