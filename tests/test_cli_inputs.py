@@ -99,6 +99,10 @@ BAD_INPUTS = [
     (["merge", "m.hdf5", "p0.hdf5"], 1, "shards 0..1 once each; got [0]"),
     (["merge", "m.hdf5", "in.txt"], 1, "not an HDF5 file"),
     (["export", "MODEL", "x", "--threads", "0"], 2, "--threads must be at least 1"),
+    (["train", "--train", "adir", "--out", "r", "--quiet"], 1, "is a directory"),
+    (["train", "--train", "-", "--out", "r", "--quiet"], 1, "cannot read stdin"),
+    (["train", "--train", "in.txt", "--valid", "adir", "--out", "r", "--quiet"], 1,
+     "is a directory"),
 ]
 
 
