@@ -368,3 +368,22 @@ def test_token_vector_does_not_depend_on_how_many_are_encoded_with_it():
         together = encoder(ids)
         for group in ([0], [5, 17, 3], list(range(40, 55)), list(range(100, 300))):
             torch.testing.assert_close(encoder(ids[group]), together[group], rtol=0, atol=0)
+
+
+def test_partial_open_in_another_program_is_not_deleted(tmp_path, model_dir, capsys):
+    """HDF5's own lock error once read as "unreadable after a crash": the file was deleted."""
+    import subprocess
+
+    src = _write(tmp_path / "in.txt", LINES)
+    partial = tmp_path / "out.hdf5.partial"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); "
+         "f.flush(); print('open', flush=True); time.sleep(30)", str(partial)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--quiet") == 1
+        assert "another process has" in capsys.readouterr().err and partial.exists()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -57,8 +57,11 @@ def open_partial(path: Path, identity: dict[str, str]) -> Iterator[h5py.File]:
     if path.exists():
         try:
             f = h5py.File(path, "a", libver=NEW_FILE["libver"])
-        except OSError:  # unreadable after a crash
-            f = None
+        except OSError as err:
+            if "lock" in str(err):  # HDF5's own file lock: open in another program
+                raise ElmoError(f"another process has {path} open: wait for it to finish, or "
+                                "choose another output") from None
+            f = None  # unreadable after a crash
         if f is not None and all(f.attrs.get(k) == v for k, v in identity.items()) \
                 and LINES_DONE in f.attrs:
             with f:
@@ -111,7 +114,7 @@ def merge_shards(
         try:
             with h5py.File(path, "r") as f:
                 attrs = {k: str(v) for k, v in f.attrs.items()}
-        except (OSError, IsADirectoryError) as err:
+        except OSError as err:
             raise ElmoError(f"cannot read shard {path}: not an HDF5 file ({err})") from None
         if any(k not in attrs for k in SHARD_ATTRS) or LINES_DONE in attrs:
             raise ElmoError(f"{path} is not a complete shard written by `elmo embed "
