@@ -21,7 +21,8 @@ INDEX = "sentence_to_index"
 # A shard keeps its run's identity attributes (input and model digests, settings) so that
 # `merge_shards` can check that the parts belong together; these two order them.
 SHARD_ATTRS = ("num_shards", "shard_index")
-LINES_DONE = "lines_done"
+# A partial file's progress: lines done, and the empty lines among them (for the warning).
+LINES_DONE, EMPTY_LINES, FIRST_EMPTY = "lines_done", "empty_lines", "first_empty"
 # Settings that keep a writer's memory flat however many lines it writes. HDF5 1.8's group
 # format: in the oldest one (the default) the names of a group's members live in one heap held
 # in memory (~70 bytes per dataset). File space "aggregate": the default free-space manager keeps
@@ -95,7 +96,7 @@ def finish_attrs(out: h5py.File, shard: bool) -> None:
     """Drop the bookkeeping attributes of a complete file: all of them (the AllenNLP layout
     has none), or, for a shard, only the progress (its identity stays, for merging)."""
     for name in list(out.attrs):
-        if name == LINES_DONE or not shard:
+        if name in (LINES_DONE, EMPTY_LINES, FIRST_EMPTY) or not shard:
             del out.attrs[name]
 
 
