@@ -332,6 +332,8 @@ def test_version_threads_dtype_and_native_export(tmp_path, model_dir, capsys):
         assert _run("embed", model_dir, src, tmp_path / "h.hdf5", "--quiet", "--dtype",
                     "float16", "--threads", 2) == 0
         assert torch.get_num_threads() == 2
+        assert _run("--threads", 1, "export", model_dir, tmp_path / "e") == 0
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
     full = Embedder.from_pretrained(model_dir).embed_sentence(LINES[0].split())
