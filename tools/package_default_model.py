@@ -20,7 +20,7 @@ import torch
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.embed import Embedder
 from elmo.formats import save_pretrained
-from elmo.pretrained import default_model_dir
+from elmo.pretrained import shipped_model_dir
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -115,7 +115,7 @@ For scale: Kim et al. (2016), a character-aware LSTM language model of 5 M param
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--out", type=Path, default=default_model_dir())
+    parser.add_argument("--out", type=Path, default=shipped_model_dir())
     parser.add_argument("--command-file", type=Path, required=True)
     args = parser.parse_args()
     lm, vocab = load_language_model(args.run_dir)

@@ -2,8 +2,9 @@
 
 from elmo.chars import batch_to_ids
 from elmo.config import BiLMConfig
-from elmo.formats import load_bilm_tf, load_pretrained, save_bilm_tf, save_pretrained
+from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
 from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder
+from elmo.pretrained import load_pretrained
 
 __version__ = "0.1.0"
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from elmo.formats.bilm_tf import save_bilm_tf
-from elmo.pretrained import load_bilm
-from elmo.training.prepare import VOCAB_NAME
+from elmo.formats.native import VOCAB_NAME
+from elmo.pretrained import load_bilm, model_vocab_file
 
 FORMATS = ("bilm-tf",)
 
@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     bilm = load_bilm(args.model)
     written = list(save_bilm_tf(bilm, args.out_dir))
-    vocab = Path(args.model) / VOCAB_NAME
-    if vocab.is_file():
+    vocab = model_vocab_file(args.model)
+    if vocab is not None:
         written.append(Path(shutil.copyfile(vocab, Path(args.out_dir) / VOCAB_NAME)))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0
