@@ -105,9 +105,9 @@ def model_directory(model: str | Path | None) -> Path | None:
     if name in shipped_models():
         return shipped_model_dir(name)
     raise ModelNotFoundError(
-        f"model {name!r} is not a directory ({CONFIG_NAME} + {WEIGHTS_NAME}, or one official "
-        f"options/weights pair), a shipped model ({', '.join(shipped_models()) or 'none'}) "
-        f"or a released model ({', '.join(RELEASED_MODELS)})"
+        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}), a shipped "
+        f"model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
+        f"({CONFIG_NAME} + {WEIGHTS_NAME}, or one official options/weights pair)"
     )
 
 
@@ -161,9 +161,15 @@ def recorded_tokenizer(model: str | Path | None) -> str | None:
     directory = model_directory(model)
     if directory is None:
         return None
-    run, card = directory / RUN_NAME, directory / CARD_NAME
-    if run.is_file():
-        return json.loads(run.read_text(encoding="utf-8"))["config"].get("tokenizer")
-    if card.is_file():
-        return json.loads(card.read_text(encoding="utf-8")).get("tokenizer")
+    for record, keys in ((directory / RUN_NAME, ("config", "tokenizer")),
+                         (directory / CARD_NAME, ("tokenizer",))):
+        if record.is_file():
+            try:
+                value = json.loads(record.read_text(encoding="utf-8"))
+                for key in keys:
+                    value = value[key]
+                return value
+            except (ValueError, KeyError, TypeError) as err:
+                raise ElmoError(f"{record} does not record the tokenizer ({err!r}); pass "
+                                "--tokenizer") from None
     return None

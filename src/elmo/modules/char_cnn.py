@@ -52,9 +52,9 @@ class CharCNNEncoder(nn.Module):
         lengths = ((flat != 0) & (flat != PAD_CHAR + 1)).sum(dim=1)  # (N,)
         order = torch.argsort(lengths)
         chunks = [self._encode(flat[part], int(lengths[part[-1]]))
-                  for part in order.split(chunk_size)] or [self._encode(flat, 0)]
+                  for part in order.split(chunk_size) if len(part)] or [self._encode(flat, 0)]
         vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
-        return vectors.reshape(*char_ids.shape[:-1], -1)
+        return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
     def _encode(self, char_ids: torch.Tensor, longest: int) -> torch.Tensor:
         """char_ids (N, C) whose tokens have at most `longest` ids before their padding -> (N, P).
