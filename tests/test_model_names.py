@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -141,3 +142,16 @@ def test_train_init_from_default_keeps_the_shipped_softmax(tmp_path):
     trained = load_bilm(tmp_path / "run")
     assert trained.config.projection_dim == shipped.config.projection_dim
     assert np.isfinite(trained.token_encoder.projection.weight.detach().numpy()).all()
+
+
+def test_a_shipped_models_recorded_tokenizer_is_the_default(shipped_root, tmp_path, capsys):
+    src = tmp_path / "zh.txt"
+    src.write_text("的是的\n是的\n", encoding="utf-8")  # raw text: the chars tokenizer splits it
+    assert main(["perplexity", "default-zh", str(src), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == (3 + 1) + (2 + 1)
+    assert main(["embed", "default-zh", str(src), str(tmp_path / "zh.hdf5"), "--quiet"]) == 0
+    with h5py.File(tmp_path / "zh.hdf5", "r") as f:
+        assert f["0"].shape[1] == 3 and f["1"].shape[1] == 2
+    assert main(["perplexity", "default-zh", str(src), "--json", "--quiet",
+                 "--tokenizer", "whitespace"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == 2 + 2

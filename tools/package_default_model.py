@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ from elmo.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
 from elmo.modules.language_model import resolve_softmax
 from elmo.pretrained import CARD_NAME, DEFAULT_MODEL, load_pretrained
 from elmo.tokenize import get_tokenizer
+from elmo.training.config import DEFAULT_LR, DEFAULT_PRESET
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -63,9 +65,14 @@ def repo_relative(path: str | Path) -> str:
 
 def relative_command(command: str) -> str:
     """A shell command with its absolute paths under the repository or ../shared made
-    relative (so it runs from any checkout's root)."""
-    return shlex.join(repo_relative(token) if token.startswith("/") else token
-                      for token in shlex.split(command))
+    relative (so it runs from any checkout's root); warns about the ones that stay."""
+    tokens = [repo_relative(token) if token.startswith("/") else token
+              for token in shlex.split(command)]
+    machine = [token for token in tokens if token.startswith("/")]
+    if machine:
+        print(f"warning: the card's command names paths of this machine: {machine}",
+              file=sys.stderr)
+    return shlex.join(tokens)
 
 
 def from_repo(shown: str) -> Path:
@@ -161,8 +168,7 @@ words outside the vocabulary are scored as `<UNK>`):
 |---|---|---|---|---|---|
 {perplexity_rows}
 
-Validation during training ({valid_file}{minutes_note}):
-{validation}.
+{validation}
 {notes}"""
 
 
@@ -185,23 +191,30 @@ def render(directory: Path, card: dict) -> str:
     softmax_mode = resolve_softmax(config["softmax"], vocab_size)
     softmax = ("sampled softmax ({:,} candidates)".format(config["num_samples"])
                if softmax_mode == "sampled" else "full softmax")
-    optimizer = f"{config['optimizer'].capitalize()} lr {config['lr']:g}"
+    lr = config["lr"] if config["lr"] is not None else DEFAULT_LR[config["optimizer"]]
+    optimizer = f"{config['optimizer'].capitalize()} lr {lr:g}"
     if config["schedule"] != "constant":
         optimizer += f", {config['schedule']} schedule"
-    origin = (f"`{config['preset']}` biLM" if config["init_from"] is None
+    preset = config["preset"] or DEFAULT_PRESET
+    origin = (f"`{preset}` biLM" if config["init_from"] is None
               else f"biLM continued from `{config['init_from']}`")
     rows = "\n".join(f"| {name} | `{r['file']}` | {r['forward']:.1f} | {r['backward']:.1f} "
                      f"| {r['average']:.1f} | {r['tokens']:,} |"
                      for name, r in card["perplexity"].items())
-    validation = ", ".join(
+    curve = ", ".join(
         f"step {v['step']}" + (f" ({v['minutes']:.0f} min)" if v.get("minutes") else "")
         + f": {v['valid_ppl']:.1f} (forward {v['valid_ppl_forward']:.1f}, backward "
-        f"{v['valid_ppl_backward']:.1f})" for v in record["validation"]) or "none"
+        f"{v['valid_ppl_backward']:.1f})" for v in record["validation"])
+    minutes_note = ("; minutes of training, validation time excluded"
+                    if any(v.get("minutes") for v in record["validation"]) else "")
+    validation = (f"Validation during training (`{config['valid']}`{minutes_note}):\n{curve}."
+                  if curve else "No validation during training.")
     return CARD.format(
         name=card["name"], origin=origin, data_name=card["data_name"],
         released=" or use a released model (`small`, `medium`, `original`)"
         if card["tokenizer"] == "whitespace" else "",
-        architecture=describe_architecture(bilm.config, config["preset"]),
+        architecture=describe_architecture(
+            bilm.config, preset if config["init_from"] is None else None),
         params=sum(p.numel() for p in bilm.parameters()),
         softmax_params=sum(t.numel() for t in extra.values()),
         size_mb=(directory / WEIGHTS_NAME).stat().st_size / 2**20,
@@ -214,9 +227,7 @@ def render(directory: Path, card: dict) -> str:
         dropout=config["dropout"], softmax=softmax, clip=config["clip_norm"],
         seed=config["seed"], wall=record["wall_minutes"], tps=record["mean_tokens_per_s"],
         command=card["command"], run_dir=card["run_dir"], perplexity_rows=rows,
-        valid_file=f"`{config['valid']}`" if config["valid"] else "none", validation=validation,
-        minutes_note="; minutes of training, validation time excluded"
-        if any(v.get("minutes") for v in record["validation"]) else "",
+        validation=validation,
         notes=f"\n{card['notes'].strip()}\n" if card.get("notes") else "",
     )
 
