@@ -98,7 +98,8 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     repo = tmp_path / "repo"  # the checkout: its runs/ and ../shared appear relative
     run = repo / "runs" / "zh"
     command = (f"elmo train --train {shared}/zh/train.txt --out {run} --preset tiny "
-               "--tokenizer chars --max-steps 3 --batch-size 4 --unroll-steps 5 --quiet")
+               f"--valid {shared}/zh/test.txt --eval-every 2 --log-every 1 "
+               "--tokenizer chars --max-steps 4 --batch-size 4 --unroll-steps 5 --quiet")
     assert main(shlex.split(command)[1:]) == 0
     (tmp_path / "cmd.txt").write_text(command + "\n")
     monkeypatch.setattr(tool, "SHARED", shared)
@@ -114,9 +115,13 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     assert card["tokenizer"] == "chars" and recorded_tokenizer(out) == "chars"
     assert "--train ../shared/zh/train.txt --out runs/zh " in card["command"]
     assert card["training"]["config"]["train"] == ["../shared/zh/train.txt"]
+    curve = card["training"]["validation"]  # perplexity against minutes of training
+    assert [v["step"] for v in curve] == [2, 4] and 0 < curve[0]["minutes"] < curve[1]["minutes"]
     held_out = card["perplexity"]["held-out"]
     assert held_out["tokens"] == (6 + 1) + (5 + 1)  # characters, plus </S> per line
     assert held_out["file"] == "../shared/zh/test.txt"
+    assert card["fp16_text"] == "the first 2 sentences of held-out"
+    assert 0 < card["fp16_max_abs_diff"] < 1e-2 and card["run_dir"] == "runs/zh"
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
         assert "softmax.weight" in f.keys()
@@ -125,3 +130,4 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     text = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert text.startswith("# Shipped model `default-zh`: `tiny` biLM trained on Chinese test")
     assert "| held-out | `../shared/zh/test.txt` |" in text and str(tmp_path) not in text
+    assert "Validation during training (`../shared/zh/test.txt`; minutes of training" in text

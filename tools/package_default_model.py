@@ -95,8 +95,9 @@ def perplexities(model_dir: Path, evals: dict[str, str], tokenizer: str) -> dict
     return results
 
 
-def fp16_cost(run_dir: Path, shipped: Path, text: Path, tokenizer: str) -> float:
-    """Max |difference| of all layers, fp16-stored vs fp32 weights, on the first sentences."""
+def fp16_cost(run_dir: Path, shipped: Path, text: Path, tokenizer: str) -> tuple[float, int]:
+    """Max |difference| of all layers, fp16-stored vs fp32 weights, on the first sentences;
+    and how many sentences that was."""
     sentences = []
     for words in iter_sentences([text], get_tokenizer(tokenizer)):
         sentences.append(words)
@@ -104,7 +105,8 @@ def fp16_cost(run_dir: Path, shipped: Path, text: Path, tokenizer: str) -> float
             break
     full = Embedder.from_pretrained(run_dir).embed_sentences(sentences)
     half = Embedder.from_pretrained(shipped).embed_sentences(sentences)
-    return float(max(np.abs(a - b).max() for a, b in zip(full, half, strict=True)))
+    diff = max(np.abs(a - b).max() for a, b in zip(full, half, strict=True))
+    return float(diff), len(sentences)
 
 
 def training_record(run_dir: Path) -> dict:
@@ -202,7 +204,7 @@ def render(directory: Path, card: dict) -> str:
                      f"| {r['average']:.1f} | {r['tokens']:,} |"
                      for name, r in card["perplexity"].items())
     curve = ", ".join(
-        f"step {v['step']}" + (f" ({v['minutes']:.0f} min)" if v.get("minutes") else "")
+        f"step {v['step']}" + (f" ({v['minutes']:.1f} min)" if v.get("minutes") else "")
         + f": {v['valid_ppl']:.1f} (forward {v['valid_ppl_forward']:.1f}, backward "
         f"{v['valid_ppl_backward']:.1f})" for v in record["validation"])
     minutes_note = ("; minutes of training, validation time excluded"
@@ -248,16 +250,17 @@ def package(args: argparse.Namespace, out: Path) -> dict:
     save_pretrained(lm.bilm, out, extra_tensors=softmax, dtype=torch.float16)
     vocab.save(out / VOCAB_NAME)
     first_name, first_file = next(iter(evals.items()))
+    fp16_diff, fp16_sentences = fp16_cost(run_dir, out, from_repo(first_file), tokenizer)
     return {
         "name": args.name,
         "data_name": args.data_name,
         "tokenizer": tokenizer,
         "command": relative_command(args.command_file.read_text().strip()),
-        "run_dir": repo_relative(run_dir),
+        "run_dir": repo_relative(run_dir.resolve()),
         "training": training_record(run_dir),
         "perplexity": perplexities(out, evals, tokenizer),
-        "fp16_max_abs_diff": fp16_cost(run_dir, out, from_repo(first_file), tokenizer),
-        "fp16_text": f"the first {FP16_SENTENCES} sentences of {first_name}",
+        "fp16_max_abs_diff": fp16_diff,
+        "fp16_text": f"the first {fp16_sentences} sentences of {first_name}",
         "notes": args.notes_file.read_text() if args.notes_file else "",
     }
 
