@@ -31,11 +31,10 @@ from elmo.hdf5_output import (
 )
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.pretrained import load_bilm
+from elmo.pretrained import load_bilm, recorded_tokenizer
 from elmo.textfile import is_stdin, scan_input
 from elmo.textfile import read_lines as read_text_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
-from elmo.training.prepare import run_tokenizer
 
 LAYER_MODES = ("all", "top", "average")
 OUTPUT_DTYPES = ("float32", "float16")
@@ -167,7 +166,7 @@ class Embedder:
         """An Embedder for a released name, a model directory, or an options/weights pair;
         with no argument, the small model that ships with the package. `tokenizer` defaults
         to the one a run directory of `elmo train` records, else whitespace."""
-        tokenizer = tokenizer or run_tokenizer(model) or "whitespace"
+        tokenizer = tokenizer or recorded_tokenizer(model) or "whitespace"
         return cls(load_bilm(model, options=options, weights=weights), tokenizer=tokenizer,
                    **kwargs)
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from elmo.atomic import atomic_output, claim_output
 from elmo.cli.common import add_overwrite
 from elmo.formats.bilm_tf import save_bilm_tf
-from elmo.formats.native import CONFIG_NAME, WEIGHTS_NAME, save_pretrained
-from elmo.pretrained import load_bilm
-from elmo.training.prepare import VOCAB_NAME
+from elmo.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
+from elmo.pretrained import load_bilm, model_vocab_file
 
 # The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
 FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}
@@ -38,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    vocab = Path(args.model) / VOCAB_NAME
-    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab.is_file() else ())
+    vocab = model_vocab_file(args.model)
+    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ())
     model_path = [args.model] if Path(args.model).exists() else []
     with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
                       directory_of=names) as out_dir:
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             save_pretrained(bilm, out_dir)
         else:
             save_bilm_tf(bilm, out_dir)
-        if vocab.is_file():
+        if vocab is not None:
             with atomic_output(out_dir / VOCAB_NAME) as tmp:
                 shutil.copyfile(vocab, tmp)
     written = [out_dir / name for name in names]

@@ -11,9 +11,9 @@ from elmo.cli.common import add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
+from elmo.pretrained import recorded_tokenizer
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
-from elmo.training.prepare import run_tokenizer
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--batch-size must be at least 1")
     lm, vocab = load_language_model(args.model)
     lm.to(resolve_device(args.device))
-    tokenizer = args.tokenizer or run_tokenizer(args.model) or "whitespace"
+    tokenizer = args.tokenizer or recorded_tokenizer(args.model) or "whitespace"
     sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
     totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)
