@@ -3,5 +3,7 @@
 from elmo.modules.bilm import BiLM, BiLMOutput
 from elmo.modules.char_cnn import CharCNNEncoder, Highway
 from elmo.modules.lstm import ProjectedLSTM, StackedLSTM
+from elmo.modules.scalar_mix import ScalarMix
 
-__all__ = ["BiLM", "BiLMOutput", "CharCNNEncoder", "Highway", "ProjectedLSTM", "StackedLSTM"]
+__all__ = ["BiLM", "BiLMOutput", "CharCNNEncoder", "Highway", "ProjectedLSTM", "ScalarMix",
+           "StackedLSTM"]
