@@ -8,15 +8,14 @@ sense. Scored as the WSD evaluation framework's scorer does (Raganato et al. 201
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from elmo.embed import Embedder
 
+from .embedding import embed_items
 from .wordnet import WordNet, sense_key_pos
 from .wsd_data import EvalSet, SenseTarget, WsdSentence, read_framework
 
@@ -29,15 +28,11 @@ def embed_targets(
 ) -> Iterator[tuple[SenseTarget, np.ndarray]]:
     """(target, its vectors (L+1, D): the mean of each layer over the target's span), each
     sentence embedded once for all layers."""
-    useful = (s for s in sentences if s.targets and s.tokens)
-    kept, to_embed = itertools.tee(useful)
-    embedded = embedder.iter_embeddings(s.tokens for s in to_embed)
-    bar = tqdm(desc=desc, unit=" tok", disable=not progress)
-    for sentence, (_, layers) in zip(kept, embedded, strict=True):  # layers (L+1, n, D)
-        bar.update(len(sentence.tokens))
+    with_targets = (s for s in sentences if s.targets)
+    for sentence, layers in embed_items(embedder, with_targets, lambda s: s.tokens, desc,
+                                        progress):  # layers (L+1, n, D)
         for target in sentence.targets:
             yield target, layers[:, target.start:target.end].mean(axis=1)
-    bar.close()
 
 
 @dataclass

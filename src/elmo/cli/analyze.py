@@ -18,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     analyses = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
     _add_wsd(analyses)
+    _add_neighbours(analyses)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -84,3 +85,83 @@ def _run_wsd(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                        [["count", *(result.instances[n] for n in names)],
                         ["backed off %", *(100 * result.backoff[n] for n in names)]]))
     return 0
+
+
+# ---- neighbours ----------------------------------------------------------------------------
+
+def _add_neighbours(analyses: argparse._SubParsersAction) -> None:
+    p = analyses.add_parser(
+        "neighbours", help="nearest contextual occurrences of a word in a corpus (Table 4)",
+        description="For WORD in SENTENCE: the k corpus tokens nearest by cosine at --layer "
+        "(the sentences shown, the word marked), beside WORD's nearest corpus words in the "
+        "static layer 0. The corpus is indexed once (in --index-dir, named by the model's "
+        "weights, the corpus content, the layer and --dtype) and searched exactly.",
+    )
+    p.add_argument("--corpus", required=True,
+                   help="UTF-8 text, one tokenized sentence per line (as `elmo embed` reads)")
+    p.add_argument("--sentence", required=True, help="the context, tokens separated by spaces")
+    p.add_argument("--word", required=True, help="a token of --sentence")
+    p.add_argument("--occurrence", type=int, default=1,
+                   help="which occurrence of --word in --sentence (1-based, default 1)")
+    p.add_argument("--layer", type=int, default=None,
+                   help="layer for contextual neighbours (default: the top layer)")
+    p.add_argument("-k", type=int, default=5, help="neighbours to show (default 5)")
+    p.add_argument("--context", type=int, default=12,
+                   help="tokens shown on each side of a neighbour in the table (default 12)")
+    p.add_argument("--index-dir", default=None,
+                   help="where corpus indexes are kept (default: $ELMO_CACHE/neighbours, "
+                   "else ~/.cache/elmo/neighbours)")
+    p.add_argument("--dtype", choices=("float16", "float32"), default="float16",
+                   help="storage of the index's unit vectors (default float16: half the disk; "
+                   "cosines then differ by ~1e-3 from float32)")
+    _model_options(p)
+    p.set_defaults(run=_run_neighbours)
+
+
+def _run_neighbours(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from elmo.analysis.neighbours import NeighbourIndex, static_vectors
+    from elmo.errors import ElmoError
+
+    if args.k < 1:
+        parser.error("-k must be at least 1")
+    tokens = args.sentence.split()
+    found = [i for i, t in enumerate(tokens) if t == args.word]
+    if len(found) < args.occurrence or args.occurrence < 1:
+        raise ElmoError(f"--word {args.word!r} occurs {len(found)} time(s) in --sentence "
+                        f"{tokens}; give one of its tokens (and --occurrence up to that count)")
+    position = found[args.occurrence - 1]
+    embedder = _embedder(args, parser)
+    layer = embedder.model.num_layers - 1 if args.layer is None else args.layer
+    index = NeighbourIndex.open_or_build(embedder, args.corpus, layer, args.index_dir,
+                                         args.dtype, progress=not args.quiet)
+    query = embedder.embed_sentence(tokens)[layer, position]
+    occurrences = index.nearest_occurrences(query, args.k)
+    words = index.nearest_words(static_vectors(embedder.model, [args.word])[0], args.k,
+                                args.word)
+    index.close()
+    if args.json:
+        print(json.dumps({
+            "word": args.word, "sentence": tokens, "position": position, "layer": layer,
+            "static": [{"word": w, "cosine": c} for w, c in words],
+            "contextual": [{"line": o.line, "position": o.position, "cosine": o.cosine,
+                            "sentence": o.tokens} for o in occurrences],
+        }, ensure_ascii=False))
+        return 0
+    print(f"{args.word!r} in: {_marked(tokens, position)}\n")
+    print("static (layer 0), nearest corpus words:")
+    print(format_table(["word", "cosine"], [[w, c] for w, c in words], digits=3))
+    print(f"\ncontextual (layer {layer}), nearest occurrences in {args.corpus}:")
+    print(format_table(["cosine", "line", "sentence"],
+                       [[o.cosine, o.line + 1, _marked(o.tokens, o.position, args.context)]
+                        for o in occurrences], digits=3))
+    return 0
+
+
+def _marked(tokens: list[str], position: int, context: int | None = None) -> str:
+    """The sentence with the token at `position` in [brackets], cut to `context` tokens on
+    each side."""
+    start, end = 0, len(tokens)
+    if context is not None:
+        start, end = max(0, position - context), min(len(tokens), position + context + 1)
+    words = [f"[{t}]" if i == position else t for i, t in enumerate(tokens)][start:end]
+    return " ".join(["..."] * (start > 0) + words + ["..."] * (end < len(tokens)))
