@@ -19,6 +19,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     analyses = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
     _add_wsd(analyses)
     _add_neighbours(analyses)
+    _add_probe(analyses)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -165,3 +166,75 @@ def _marked(tokens: list[str], position: int, context: int | None = None) -> str
         start, end = max(0, position - context), min(len(tokens), position + context + 1)
     words = [f"[{t}]" if i == position else t for i, t in enumerate(tokens)][start:end]
     return " ".join(["..."] * (start > 0) + words + ["..."] * (end < len(tokens)))
+
+
+# ---- probe ---------------------------------------------------------------------------------
+
+def _add_probe(analyses: argparse._SubParsersAction) -> None:
+    p = analyses.add_parser(
+        "probe", help="linear probes of each layer for token tags, e.g. POS (Table 6)",
+        description="Softmax regression (scikit-learn, standardised features) on the frozen "
+        "vectors of each layer 0..L alone and of the layer average, trained on --train and "
+        "scored by token accuracy on --test; each sentence is embedded once for all layers. "
+        "Defaults: UPOS tags of CoNLL-U files (Universal Dependencies).",
+    )
+    p.add_argument("--train", required=True, metavar="FILE", help="tagged training data "
+                   "(plain or .gz)")
+    p.add_argument("--test", required=True, metavar="FILE", help="tagged test data")
+    p.add_argument("--format", choices=("conllu", "conll"), default="conllu",
+                   help="conllu (default) or conll (white-space columns)")
+    p.add_argument("--conllu-tag", choices=("upos", "xpos"), default="upos",
+                   help="conllu: the tag to probe (default upos)")
+    p.add_argument("--token-column", type=int, default=0, help="conll: 0-based (default 0)")
+    p.add_argument("--tag-column", type=int, default=-1,
+                   help="conll: 0-based, negative from the end (default -1, the last)")
+    p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
+                   help="strict: stop at a line that is not UTF-8 (default); replace")
+    p.add_argument("--c", type=float, default=1.0,
+                   help="inverse L2 regularisation strength (default 1.0)")
+    p.add_argument("--max-iter", type=int, default=300, help="L-BFGS iterations (default 300)")
+    _model_options(p)
+    p.set_defaults(run=_run_probe)
+
+
+def _run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from elmo.analysis.probe import (
+        check_tagged,
+        majority_accuracy,
+        probe_layers,
+        token_features,
+    )
+    from elmo.tasks.readers import read_conll, read_conllu
+
+    if args.format == "conllu":
+        fix = "CoNLL-U files have their tags in UPOS or XPOS (--conllu-tag)"
+        options = {"tag": args.conllu_tag, "encoding_errors": args.encoding_errors}
+        read = read_conllu
+    else:
+        fix = (f"--tag-column {args.tag_column} is not a tag column of this file; "
+               f"give the right --tag-column (0-based, negative counts from the end)")
+        options = {"token_column": args.token_column, "tag_column": args.tag_column,
+                   "encoding_errors": args.encoding_errors}
+        read = read_conll
+    splits = {}
+    for name in ("train", "test"):
+        path = getattr(args, name)
+        splits[name] = read(path, **options)
+        check_tagged(splits[name], path, fix)
+    embedder = _embedder(args, parser)
+    train, test = (token_features(embedder, sentences, f"embedding {name}", not args.quiet)
+                   for name, sentences in splits.items())
+    accuracy = probe_layers(train, test, args.c, args.max_iter)
+    majority = majority_accuracy(train.tags, test.tags)
+    if args.json:
+        print(json.dumps({"accuracy": accuracy, "majority": majority,
+                          "train_tokens": len(train.tags), "test_tokens": len(test.tags),
+                          "tags": len(set(train.tags.tolist()))}))
+        return 0
+    print(f"probe accuracy on {args.test} ({len(test.tags):,} tokens; trained on "
+          f"{len(train.tags):,})")
+    rows = [["majority tag", majority]]
+    rows += [["layer average" if k == "average" else f"layer {k}", a]
+             for k, a in accuracy.items()]
+    print(format_table(["representation", "accuracy"], rows))
+    return 0
