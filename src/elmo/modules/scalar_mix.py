@@ -7,6 +7,8 @@ to a task loss) and fixed modes (`average`, `top`, `layer:K`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import nn
 
@@ -122,3 +124,21 @@ class ScalarMix(nn.Module):
     def extra_repr(self) -> str:
         return f"mixture_size={self.mixture_size}, mode={self.mode!r}, " \
                f"do_layer_norm={self.do_layer_norm}"
+
+
+def parameter_groups(
+    model: nn.Module, lr: float, mix_lr: float | None = None, exclude: Iterable[nn.Parameter] = ()
+) -> list[dict[str, object]]:
+    """Optimizer parameter groups: "task", every trainable parameter of `model` at `lr`, and
+    "mix", the s and gamma of every ScalarMix in it at `mix_lr` (`lr` if None). Frozen
+    parameters and those in `exclude` are left out; so is an empty group."""
+    excluded = {id(p) for p in exclude}
+    mix_params = {id(p) for m in model.modules() if isinstance(m, ScalarMix)
+                  for p in m.parameters()}
+    trainable = [p for p in model.parameters() if p.requires_grad and id(p) not in excluded]
+    groups = [
+        {"params": [p for p in trainable if id(p) not in mix_params], "lr": lr, "name": "task"},
+        {"params": [p for p in trainable if id(p) in mix_params],
+         "lr": lr if mix_lr is None else mix_lr, "name": "mix"},
+    ]
+    return [g for g in groups if g["params"]]
