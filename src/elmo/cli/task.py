@@ -88,6 +88,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     elmo.add_argument("--layer-norm", action="store_true",
                       help="normalise each layer before mixing (as the original)")
     elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout)
+    elmo.add_argument("--fine-tune", action="store_true",
+                      help="train the biLM too, ULMFiT-style: learning rates divided by 2.6 "
+                      "per layer group downwards, slanted triangular schedule, one more group "
+                      "unfrozen each epoch from the top (no feature cache: slower)")
 
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
