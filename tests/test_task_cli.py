@@ -189,3 +189,18 @@ def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
 
     assert main(["task", "evaluate", str(tmp_path / "nothing"), "--test", "x"]) == 1
     assert "holds no trained task model" in capsys.readouterr().err
+
+
+def test_domain_adaptation_recipe(tmp_path, tiny_model, capsys):
+    """The task's text -> `elmo train --init-from` -> a task model on the adapted biLM."""
+    args = task_args("tagging", tmp_path, "none", epochs=1)
+    assert main(["task", "text", "--format", "conll", str(tmp_path / "train"),
+                 str(tmp_path / "train.txt")]) == 0
+    text = (tmp_path / "train.txt").read_text().splitlines()
+    assert len(text) == 40 and all(line.split()[0] in PEOPLE + PLACES + WORDS for line in text)
+    assert main(["train", "--init-from", str(tiny_model), "--train", str(tmp_path / "train.txt"),
+                 "--out", str(tmp_path / "adapted"), "--max-steps", "1", "--batch-size", "4",
+                 "--quiet"]) == 0
+    args[args.index("--elmo") + 1] = str(tmp_path / "adapted")
+    assert main(args) == 0
+    assert len(json.loads((tmp_path / "run" / "result.json").read_text())["layer_weights"]) == 1

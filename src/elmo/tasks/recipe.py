@@ -385,3 +385,11 @@ def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overr
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
     return len(examples)
+
+
+def export_text(input_path: str, output_path: str, format: str, **options: Any) -> int:
+    """Write the sentences of a task file, tokens joined by spaces, one per line (the text
+    `elmo train` reads); returns their number."""
+    sentences = flat_sentences(read_dataset(input_path, format, **options))
+    atomic_write_text(output_path, "".join(" ".join(s) + "\n" for s in sentences))
+    return len(sentences)
