@@ -164,6 +164,16 @@ def test_train_fraction_samples_are_nested():
     assert nested_sample(1000, 0.1, 4) != large
 
 
+def test_dev_held_out_from_train(tmp_path):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    dev = args.index("--dev")
+    args[dev: dev + 2] = ["--dev-fraction", "0.25"]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["n_train"] == 30  # 40 - 10 held out
+    assert main(args + ["--dev", str(tmp_path / "dev")]) == 1
+
+
 def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
     args = task_args("tagging", tmp_path, "none")
     (tmp_path / "dev").write_text("anna I-ORG\n", encoding="utf-8")

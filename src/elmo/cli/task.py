@@ -4,8 +4,10 @@ predict with it."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from types import SimpleNamespace
 
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
@@ -21,7 +23,8 @@ from elmo.tasks.recipe import (
 )
 from elmo.tokenize import TOKENIZER_NAMES
 
-DEFAULTS = TaskConfig("tagging", "", "", "", "conll")
+# the defaults of TaskConfig's optional fields, for the options and their help
+DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(TaskConfig)})
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -56,7 +59,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--scheme", choices=SCHEMES,
                       help="conll: span tags in this scheme, scored by span F1 (default: "
                       "tags are plain labels, scored by accuracy)")
-    group.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag)
+    group.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag,
+                       help="conllu")
     group.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
@@ -78,9 +82,13 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     data = p.add_argument_group("data")
     data.add_argument("--task", required=True, choices=TASKS)
     data.add_argument("--train", required=True, metavar="FILE")
-    data.add_argument("--dev", required=True, metavar="FILE")
-    data.add_argument("--test", metavar="FILE")
-    data.add_argument("--out", required=True, metavar="DIR")
+    data.add_argument("--dev", metavar="FILE", help="development data: early stopping and "
+                      "the best epoch")
+    data.add_argument("--dev-fraction", type=float, default=0.0, metavar="F",
+                      help="instead of --dev: hold out this fraction of --train (the same part "
+                      "in every run)")
+    data.add_argument("--test", metavar="FILE", help="scored with the best model at the end")
+    data.add_argument("--out", required=True, metavar="DIR", help="run directory")
     _format_options(data)
     data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
                       help="train on this fraction of --train, sampled with --seed (the "
@@ -101,7 +109,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       help="Adam learning rate of the mixes' s and gamma")
     elmo.add_argument("--layer-norm", action="store_true",
                       help="normalise each layer before mixing (as the original)")
-    elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout)
+    elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout,
+                      help="on each mix's output")
     elmo.add_argument("--fine-tune", action="store_true",
                       help="train the biLM too, ULMFiT-style: learning rates divided by 2.6 "
                       "per layer group downwards, slanted triangular schedule, one more group "
@@ -110,16 +119,18 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
                        help="default: span-f1 with --scheme, else accuracy")
-    train.add_argument("--seed", type=int, default=d.seed)
-    train.add_argument("--epochs", type=int, default=d.epochs)
+    train.add_argument("--seed", type=int, default=d.seed,
+                       help="initialisation, batch order and --train-fraction sample")
+    train.add_argument("--epochs", type=int, default=d.epochs, help="at most this many")
     train.add_argument("--patience", type=int, default=d.patience,
                        help="stop after this many epochs without a better dev score")
-    train.add_argument("--batch-size", type=int, default=d.batch_size)
+    train.add_argument("--batch-size", type=int, default=d.batch_size, help="examples")
     train.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
-    train.add_argument("--embedding-dim", type=int, default=d.embedding_dim)
+    train.add_argument("--embedding-dim", type=int, default=d.embedding_dim,
+                       help="trainable word embeddings")
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
-    train.add_argument("--dropout", type=float, default=d.dropout)
+    train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")
     _runtime_options(p)
     p.set_defaults(run=run_train)
 

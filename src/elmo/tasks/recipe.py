@@ -32,6 +32,7 @@ from elmo.tasks.data import (
     build_vocab,
     check_labels,
     flat_sentences,
+    held_out_split,
     nested_sample,
 )
 from elmo.tasks.metrics import METRICS, accuracy, span_f1
@@ -66,10 +67,11 @@ class TaskConfig:
 
     task: str  # tagging | classification | pair
     train: str
-    dev: str
+    dev: str | None  # None: hold out dev_fraction of the training file
     out: str
     format: str  # conll | conllu | label-text | tsv
     test: str | None = None
+    dev_fraction: float = 0.0
     # format options
     token_column: int = 0  # conll
     tag_column: int = -1  # conll
@@ -124,6 +126,9 @@ class TaskConfig:
             if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
                 raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
                                 f"{wanted} column name(s) and --label-column")
+        if bool(self.dev) == (self.dev_fraction > 0):
+            raise ElmoError("give either --dev FILE or --dev-fraction F (a held-out part of "
+                            "--train), not both or neither")
         if self.fine_tune and self.elmo is None:
             raise ElmoError("--fine-tune trains the biLM of --elmo; give a model, not none")
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
@@ -245,8 +250,12 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
             return result
     train_all = read_split(config, config.train)
     labels = build_labels(train_all)
-    dev = read_split(config, config.dev)
-    check_labels(dev, labels, config.dev, config.train)
+    if config.dev:
+        dev = read_split(config, config.dev)
+        check_labels(dev, labels, config.dev, config.train)
+    else:  # the same held-out part for every seed and fraction
+        kept, held = held_out_split(len(train_all), config.dev_fraction)
+        train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
     if config.test:
         check_labels(read_split(config, config.test), labels, config.test, config.train)
     sample = nested_sample(len(train_all), config.train_fraction, config.seed)
