@@ -23,10 +23,14 @@ from tqdm import tqdm
 from elmo.atomic import atomic_output, atomic_write_text
 from elmo.device import resolve_device
 from elmo.errors import ElmoError
+from elmo.features import cached_layers
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
+from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import parameter_groups, parse_mode
+from elmo.pretrained import load_bilm
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
+    Batch,
     Encoded,
     build_labels,
     build_vocab,
@@ -157,9 +161,6 @@ class Run:
     """A task model with its vocabulary, labels and biLM, built from a TaskConfig."""
 
     def __init__(self, config: TaskConfig, vocab: list[str], labels: list[str]) -> None:
-        from elmo.modules.elmo import Elmo  # noqa: PLC0415 - loads the biLM stack only here
-        from elmo.pretrained import load_bilm
-
         self.config, self.vocab, self.labels = config, vocab, labels
         self.device = resolve_device(config.device)
         self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
@@ -198,12 +199,12 @@ class Run:
         is fine-tuned: the model then runs it on each batch)."""
         if self.bilm is None or self.config.fine_tune:
             return None
-        from elmo.features import cached_layers
-
         return cached_layers(self.bilm, flat_sentences(examples), self.config.cache_dir,
                              self.device, progress=self.config.progress)
 
-    def scores(self, encoded: Encoded, indices: list[int], store: Any) -> tuple:
+    def scores(self, encoded: Encoded, indices: list[int], store: Any
+               ) -> tuple[Batch, torch.Tensor]:
+        """The batch of examples `indices` (on the device) and the model's scores for it."""
         batch = encoded.batch(indices)
         layers = None
         if store is not None:
