@@ -9,7 +9,7 @@ written back in the input's format (:func:`write_predictions`). Bad input raises
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,15 @@ class TaggedSentence:
     line: int = 0  # 1-based line of the first token
     rows: list[str] = field(default_factory=list, repr=False)  # source lines, comments too
     token_rows: list[int] = field(default_factory=list, repr=False)  # row of each token
+
+    def add_row(self, row: str, token: str | None = None, tag: str | None = None) -> None:
+        """Append a source line, and the token (and tag) it holds, if any."""
+        self.rows.append(row)
+        if token is not None:
+            self.tokens.append(token)
+            self.token_rows.append(len(self.rows) - 1)
+        if tag is not None:
+            self.tags.append(tag)
 
 
 @dataclass
@@ -135,6 +144,22 @@ def _nonempty(path: Path, examples: list, what: str) -> list:
     return examples
 
 
+RowParser = Callable[[int, str, TaggedSentence], tuple[str | None, str | None]]
+
+
+def _read_tagged(path: Path, encoding_errors: str, parse_row: RowParser) -> list[TaggedSentence]:
+    """Sentences of blank-line-separated blocks; `parse_row(number, text, sentence so far)`
+    gives each line's token and tag (None, None for a line without a token)."""
+    sentences = []
+    for block in _blocks(path, encoding_errors):
+        sentence = TaggedSentence([], [], line=block[0][0])
+        for number, text in block:
+            sentence.add_row(text, *parse_row(number, text, sentence))
+        if sentence.tokens:
+            sentences.append(sentence)
+    return _nonempty(path, sentences, "sentences")
+
+
 def read_conll(
     path: str | Path,
     token_column: int = 0,
@@ -151,33 +176,28 @@ def read_conll(
     path = Path(path)
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
-    sentences = []
-    for block in _blocks(path, encoding_errors):
-        sentence = TaggedSentence([], [], line=block[0][0])
-        for number, text in block:
-            columns = text.split()
-            if columns[0] == DOCSTART:
-                continue
-            if not -len(columns) <= token_column < len(columns):
-                raise InputFileError(
-                    f"{path}, line {number}: {len(columns)} column(s), no token column "
-                    f"{token_column}; check --token-column"
-                )
-            tag_index = _tag_index(len(columns), token_column, tag_column)
-            if sentence.tokens and (tag_index is None) != (not sentence.tags):
-                raise InputFileError(
-                    f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
-                    "before it in this sentence; every line needs the same columns"
-                )
-            sentence.tokens.append(columns[token_column])
-            if tag_index is not None:
-                _check_tags(path, number, columns[tag_index], scheme)
-                sentence.tags.append(columns[tag_index])
-            sentence.token_rows.append(len(sentence.rows))
-            sentence.rows.append(text)
-        if sentence.tokens:
-            sentences.append(sentence)
-    return _nonempty(path, sentences, "sentences")
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        columns = text.split()
+        if columns[0] == DOCSTART:
+            return None, None
+        if not -len(columns) <= token_column < len(columns):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), no token column "
+                f"{token_column}; check --token-column"
+            )
+        tag_index = _tag_index(len(columns), token_column, tag_column)
+        if sentence.tokens and (tag_index is None) != (not sentence.tags):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
+                "before it in this sentence; every line needs the same columns"
+            )
+        tag = None if tag_index is None else columns[tag_index]
+        if tag is not None:
+            _check_tags(path, number, tag, scheme)
+        return columns[token_column], tag
+
+    return _read_tagged(path, encoding_errors, parse_row)
 
 
 def read_conllu(
@@ -190,29 +210,23 @@ def read_conllu(
     if tag not in CONLLU_TAGS:
         raise ValueError(f"tag must be one of {tuple(CONLLU_TAGS)}, got {tag!r}")
     field_index = CONLLU_TAGS[tag]
-    sentences = []
-    for block in _blocks(path, encoding_errors):
-        sentence = TaggedSentence([], [], line=block[0][0])
-        for number, text in block:
-            sentence.rows.append(text)
-            if text.startswith("#"):
-                continue
-            fields = text.split("\t")
-            if len(fields) != 10:
-                raise InputFileError(
-                    f"{path}, line {number}: {len(fields)} tab-separated field(s), CoNLL-U "
-                    "has 10 (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
-                )
-            if "-" in fields[0] or "." in fields[0]:
-                continue
-            if not fields[0].isdigit():
-                raise InputFileError(f"{path}, line {number}: ID {fields[0]!r} is not a number")
-            sentence.tokens.append(fields[1])
-            sentence.tags.append(fields[field_index])
-            sentence.token_rows.append(len(sentence.rows) - 1)
-        if sentence.tokens:
-            sentences.append(sentence)
-    return _nonempty(path, sentences, "sentences")
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        if text.startswith("#"):
+            return None, None
+        fields = text.split("\t")
+        if len(fields) != 10:
+            raise InputFileError(
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), CoNLL-U "
+                "has 10 (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
+            )
+        if "-" in fields[0] or "." in fields[0]:
+            return None, None
+        if not fields[0].isdigit():
+            raise InputFileError(f"{path}, line {number}: ID {fields[0]!r} is not a number")
+        return fields[1], fields[field_index]
+
+    return _read_tagged(path, encoding_errors, parse_row)
 
 
 def read_label_text(
