@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from elmo.analysis.report import format_table
+from elmo.atomic import atomic_write_text
 from elmo.embed import Embedder
+from elmo.errors import ElmoError
+from elmo.tasks.recipe import TaskConfig
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -20,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     _add_wsd(analyses)
     _add_neighbours(analyses)
     _add_probe(analyses)
+    _add_layer_weights(analyses)
+    _add_sample_efficiency(analyses)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -121,7 +127,6 @@ def _add_neighbours(analyses: argparse._SubParsersAction) -> None:
 
 def _run_neighbours(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.analysis.neighbours import NeighbourIndex, static_vectors
-    from elmo.errors import ElmoError
 
     if args.k < 1:
         parser.error("-k must be at least 1")
@@ -237,4 +242,120 @@ def _run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     rows += [["layer average" if k == "average" else f"layer {k}", a]
              for k, a in accuracy.items()]
     print(format_table(["representation", "accuracy"], rows))
+    return 0
+
+
+# ---- layer-weights -------------------------------------------------------------------------
+
+def _add_layer_weights(analyses: argparse._SubParsersAction) -> None:
+    p = analyses.add_parser(
+        "layer-weights", help="learned mix weights of trained task runs (Figure 2)",
+        description="Read layer_weights.json (softmax(s) of each mix) of each run directory "
+        "of `elmo task train --elmo MODEL`; print a table (or JSON) and draw a heat map, one "
+        "row per run and placement (input/output), one column per layer.",
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--plot", metavar="PNG", help="write the heat map to this PNG file")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(run=_run_layer_weights)
+
+
+def _run_layer_weights(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights, weights_matrix
+
+    mixes = [mix for run_dir in args.run_dirs for mix in read_layer_weights(run_dir)]
+    values = weights_matrix(mixes)
+    if args.plot:
+        plot_layer_weights(mixes, args.plot)
+    if args.json:
+        print(json.dumps({"runs": [{"run": str(m.run), "placement": m.placement,
+                                    "weights": m.weights} for m in mixes]}))
+        return 0
+    print(format_table(["run (placement)", *(f"layer {k}" for k in range(values.shape[1]))],
+                       [[m.label, *m.weights] for m in mixes], digits=3))
+    if args.plot:
+        print(f"heat map: {args.plot}")
+    return 0
+
+
+# ---- sample-efficiency ---------------------------------------------------------------------
+
+def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
+    from elmo.analysis.sample_efficiency import DEFAULT_FRACTIONS, DEFAULT_SEEDS
+
+    p = analyses.add_parser(
+        "sample-efficiency", help="a task trained on growing fractions of its data, with "
+        "and without ELMo (Figure 1)",
+        usage="elmo analyze sample-efficiency --out DIR [options] -- TASK_TRAIN_OPTIONS",
+        description="Train one task of `elmo task train` on nested fractions of its training "
+        "data (for a seed, each sample lies inside the larger ones), the task model alone and "
+        "+ELMo (--model), with each seed. TASK_TRAIN_OPTIONS, after --, are those of `elmo "
+        "task train` (--task, --train, --dev, --test, --format ...) except --out, --elmo, "
+        "--seed and --train-fraction. Runs go to OUT/NAME and resume when the command is run "
+        "again; OUT/sample_efficiency.json holds every run's score and the summary. Scores "
+        "are on --test when given, else on dev.",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="directory of the runs")
+    p.add_argument("--model", default="default",
+                   help="the biLM for +ELMo (any name `elmo embed` takes; default: default)")
+    p.add_argument("--fractions", type=_floats, default=list(DEFAULT_FRACTIONS),
+                   metavar="F[,F...]", help="fractions of the training data (default "
+                   f"{','.join(f'{f:g}' for f in DEFAULT_FRACTIONS)})")
+    p.add_argument("--seeds", type=_ints, default=list(DEFAULT_SEEDS), metavar="S[,S...]",
+                   help=f"seeds (default {','.join(map(str, DEFAULT_SEEDS))})")
+    p.add_argument("--plot", metavar="PNG", help="write the plot (error bars: std over seeds)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("task_options", nargs=argparse.REMAINDER, metavar="-- TASK_TRAIN_OPTIONS")
+    p.set_defaults(run=_run_sample_efficiency)
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _task_config(task_options: list[str], quiet: bool) -> TaskConfig:
+    """A TaskConfig from `elmo task train` options, parsed by that command's own parser."""
+    from elmo.cli import task
+
+    options = task_options[1:] if task_options[:1] == ["--"] else task_options
+    owned = {"--out", "--elmo", "--seed", "--train-fraction"} & {o.split("=")[0] for o in options}
+    if owned:
+        raise ElmoError(f"{', '.join(sorted(owned))}: set by sample-efficiency itself (--out "
+                        f"DIR, --model, --seeds, --fractions); leave them out after --")
+    parser = argparse.ArgumentParser(prog="elmo analyze sample-efficiency ... --")
+    task.add_parser(parser.add_subparsers(), "task")
+    args = parser.parse_args(["task", "train", *options, "--out", "-", "--elmo", "none"])
+    fields = {k: v for k, v in vars(args).items() if k in TaskConfig.__dataclass_fields__}
+    return TaskConfig(**{**fields, "progress": not quiet})
+
+
+def _run_sample_efficiency(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from elmo.analysis.sample_efficiency import (
+        plan_runs,
+        plot_sample_efficiency,
+        run_study,
+        summarize,
+    )
+
+    base = _task_config(args.task_options, args.quiet)
+    rows = run_study(base, plan_runs(args.fractions, args.seeds, args.model), args.out)
+    summary = summarize(rows)
+    metric, split = rows[0]["metric"], rows[0]["split"]
+    result = {"metric": metric, "split": split, "model": args.model, "summary": summary,
+              "runs": rows}
+    atomic_write_text(Path(args.out) / "sample_efficiency.json", json.dumps(result, indent=2))
+    if args.plot:
+        plot_sample_efficiency(summary, args.plot, metric, split)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{split} {metric} (mean ± std over {len(args.seeds)} seed(s)); runs in {args.out}")
+    print(format_table(["system", "fraction", "train examples", "mean", "std"],
+                       [[r["system"], f"{r['fraction']:g}", r["n_train"], r["mean"], r["std"]]
+                        for r in summary], digits=2))
     return 0
