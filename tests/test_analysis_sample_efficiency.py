@@ -106,6 +106,11 @@ def test_tiny_real_study_resumes_and_reports(tmp_path, capsys, monkeypatch):
     saved = json.loads((tmp_path / "runs" / "sample_efficiency.json").read_text())
     assert saved["summary"] == result["summary"]
     check_png(tmp_path / "se.png")
+    # the +ELMo runs' mix weights, as `elmo task` wrote them, read by layer-weights
+    elmo_run = tmp_path / "runs" / "elmo-frac1-seed0"
+    assert main(["analyze", "layer-weights", str(elmo_run), "--json"]) == 0
+    (mix,) = json.loads(capsys.readouterr().out)["runs"]
+    assert mix["placement"] == "input" and sum(mix["weights"]) == pytest.approx(1.0)
 
     # run again: every run is finished, nothing is trained
     trained = []
