@@ -231,7 +231,8 @@ def find_eval_sets(paths: list[str | Path]) -> list[EvalSet]:
         elif given.name.endswith(DATA_SUFFIX):
             files = [given]
         else:
-            raise ElmoError(f"{given}: give an evaluation set's NAME{DATA_SUFFIX} (with "
+            what = "not found" if not given.exists() else "not an evaluation set"
+            raise ElmoError(f"{given}: {what}; give an evaluation set's NAME{DATA_SUFFIX} (with "
                             f"NAME{KEY_SUFFIX} beside it) or a directory holding such files")
         for file in files:
             name = file.name.removesuffix(DATA_SUFFIX)
