@@ -5,7 +5,7 @@ from elmo.config import BiLMConfig
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
-from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder
+from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, Elmo, ScalarMix
 from elmo.pretrained import load_pretrained
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
@@ -20,6 +20,8 @@ __all__ = [
     "Embedder",
     "TOKENIZER_NAMES",
     "Tokenizer",
+    "Elmo",
+    "ScalarMix",
     "batch_to_ids",
     "get_tokenizer",
     "load_bilm_tf",
