@@ -186,6 +186,10 @@ def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
     assert main(args) == 1
     assert "test, line 2: not valid UTF-8" in capsys.readouterr().err
 
+    (tmp_path / "test").write_text("anna\n", encoding="utf-8")  # tokens only
+    assert main(args) == 1
+    assert "test, line 1: no tag column" in capsys.readouterr().err
+
     (tmp_path / "train").write_text("", encoding="utf-8")
     assert main(args) == 1
     assert "train holds no sentences" in capsys.readouterr().err

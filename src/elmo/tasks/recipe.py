@@ -38,6 +38,7 @@ from elmo.tasks.data import (
     flat_sentences,
     held_out_split,
     nested_sample,
+    require_targets,
 )
 from elmo.tasks.metrics import METRICS, accuracy, span_f1
 from elmo.tasks.model import ELMO_AT, TaskModel
@@ -236,7 +237,11 @@ class Run:
 
 
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
-    return read_dataset(path, config.format, **config.reader_options(labeled))
+    """`path` read in the run's format; `labeled`: tags or labels checked and required."""
+    examples = read_dataset(path, config.format, **config.reader_options(labeled))
+    if labeled:
+        require_targets(examples, path)
+    return examples
 
 
 def train_task(config: TaskConfig) -> dict[str, Any]:
