@@ -118,6 +118,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per variant (3)")
     parser.add_argument("--head", choices=("linear", "bilstm"), default="linear",
                         help="tagger on top of the mix (linear)")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="NAME",
+                        help="run only these variants (default: all)")
     parser.add_argument("--cache-dir", type=Path, help="feature cache (default: the user's)")
     add_run_options(parser, "smoke run: 100 sentences, 100 steps, 1 seed")
     args = parser.parse_args()
@@ -141,6 +143,8 @@ def main() -> None:
     print(f"{'variant':34s} {'dev acc':>14s}  {'weights (seed 0)':24s} {'max |s|':>7s} "
           f"{'gamma':>6s}")
     for name, variant in VARIANTS.items():
+        if args.variants and name not in args.variants:
+            continue
         runs = [run(variant, data, len(tagset), store.dim, args, seed)
                 for seed in range(args.seeds)]
         accs = [r["dev_accuracy"] for r in runs]
