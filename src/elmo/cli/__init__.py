@@ -8,7 +8,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from elmo.cli import embed, export, merge, perplexity, train, vocab
+from elmo.cli import embed, export, merge, perplexity, task, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "vocab": vocab,
     "perplexity": perplexity,
     "export": export,
+    "task": task,
 }
 
 

@@ -1,0 +1,161 @@
+"""`elmo task`: train a task model with ELMo (tagging, classification, pairs), evaluate it,
+predict with it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from elmo.modules.scalar_mix import MIX_MODES
+from elmo.tasks.metrics import METRICS
+from elmo.tasks.model import ELMO_AT
+from elmo.tasks.readers import ENCODING_ERRORS, FORMATS, SCHEMES
+from elmo.tasks.recipe import TASKS, TaskConfig, evaluate_run, predict_file, train_task
+from elmo.tokenize import TOKENIZER_NAMES
+
+DEFAULTS = TaskConfig("tagging", "", "", "", "conll")
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    p = sub.add_parser(name, help="train, evaluate and use task models with ELMo",
+                       description="Task models that use ELMo: a BiLSTM-CRF tagger, a sentence "
+                       "classifier and an ESIM-style sentence-pair model.")
+    commands = p.add_subparsers(dest="task_command", required=True, metavar="ACTION")
+    _add_train(commands)
+    _add_evaluate(commands)
+    _add_predict(commands)
+
+
+def _runtime_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="feature cache of the frozen biLM's layers (default: "
+                   "$ELMO_CACHE/features, else ~/.cache/elmo/features)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    d = DEFAULTS
+    p = commands.add_parser(
+        "train", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="train a task model (resumable)",
+        description="Train a task model on --train, keep the epoch best on --dev (early "
+        "stopping), score --test with it. OUT receives config.json, vocab.txt, "
+        "model.safetensors, layer_weights.json, metrics.jsonl and result.json. Run the same "
+        "command again to resume after an interruption (--epochs may grow).")
+    data = p.add_argument_group("data")
+    data.add_argument("--task", required=True, choices=TASKS)
+    data.add_argument("--train", required=True, metavar="FILE")
+    data.add_argument("--dev", required=True, metavar="FILE")
+    data.add_argument("--test", metavar="FILE")
+    data.add_argument("--out", required=True, metavar="DIR")
+    data.add_argument("--format", required=True, choices=FORMATS,
+                      help="conll: token per line, white-space columns, blank line between "
+                      "sentences; conllu; label-text: 'LABEL sentence' per line; tsv: header "
+                      "row, tab-separated columns. Files may be .gz")
+    data.add_argument("--token-column", type=int, default=d.token_column, help="conll")
+    data.add_argument("--tag-column", type=int, default=d.tag_column,
+                      help="conll (negative: from the end)")
+    data.add_argument("--scheme", choices=SCHEMES,
+                      help="conll: span tags in this scheme, scored by span F1 (default: "
+                      "tags are plain labels, scored by accuracy)")
+    data.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag)
+    data.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
+                      help="tsv: one column (classification) or two (pair)")
+    data.add_argument("--label-column", metavar="C", help="tsv")
+    data.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
+                      help="label-text and tsv sentences")
+    data.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
+                      help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
+    data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
+                      help="train on this fraction of --train, sampled with --seed (the "
+                      "samples of smaller fractions are inside those of larger ones)")
+
+    elmo = p.add_argument_group("ELMo")
+    elmo.add_argument("--elmo", required=True, metavar="MODEL|none",
+                      help="a biLM `elmo embed` takes (frozen; its layers are cached), or "
+                      "none for the task model alone")
+    elmo.add_argument("--elmo-mix", default=d.elmo_mix, metavar="|".join(MIX_MODES),
+                      help="learned: softmax-weighted layers, trained; average; top; layer:K "
+                      "(0: the context-free token layer)")
+    elmo.add_argument("--elmo-at", choices=ELMO_AT, default=d.elmo_at,
+                      help="the task RNN's input, its output, or both (two mixes)")
+    elmo.add_argument("--l2", type=float, default=d.l2, metavar="LAMBDA",
+                      help="lambda * sum_j s_j^2 added to the loss, per learned mix")
+    elmo.add_argument("--mix-lr", type=float, default=d.mix_lr,
+                      help="Adam learning rate of the mixes' s and gamma")
+    elmo.add_argument("--layer-norm", action="store_true",
+                      help="normalise each layer before mixing (as the original)")
+    elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout)
+
+    train = p.add_argument_group("training")
+    train.add_argument("--metric", choices=METRICS,
+                       help="default: span-f1 with --scheme, else accuracy")
+    train.add_argument("--seed", type=int, default=d.seed)
+    train.add_argument("--epochs", type=int, default=d.epochs)
+    train.add_argument("--patience", type=int, default=d.patience,
+                       help="stop after this many epochs without a better dev score")
+    train.add_argument("--batch-size", type=int, default=d.batch_size)
+    train.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
+    train.add_argument("--embedding-dim", type=int, default=d.embedding_dim)
+    train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
+                       help="BiLSTM size per direction")
+    train.add_argument("--dropout", type=float, default=d.dropout)
+    _runtime_options(p)
+    p.set_defaults(run=run_train)
+
+
+def _add_evaluate(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("evaluate", help="score a trained task model on a file",
+                            description="Score the best model of run DIR on --test (in the "
+                            "run's format and options) with the run's metric.")
+    p.add_argument("run_dir", metavar="DIR")
+    p.add_argument("--test", required=True, metavar="FILE")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: metric, score (0..100), n, file, run")
+    _runtime_options(p)
+    p.set_defaults(run=run_evaluate)
+
+
+def _add_predict(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("predict", help="tag or label a file with a trained task model",
+                            description="Write OUTPUT: INPUT (in the run's format) with its "
+                            "tags or labels replaced by the model's, or added where it has "
+                            "none (conll, tsv).")
+    p.add_argument("run_dir", metavar="DIR")
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument("output", metavar="OUTPUT")
+    _runtime_options(p)
+    p.set_defaults(run=run_predict)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    return {"cache_dir": args.cache_dir, "device": args.device, "progress": not args.quiet}
+
+
+def run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    options = {k: v for k, v in vars(args).items() if k in TaskConfig.__dataclass_fields__}
+    result = train_task(TaskConfig(**options, progress=not args.quiet))
+    if not args.quiet:
+        test = f", test {result['test']:.2f}" if result.get("test") is not None else ""
+        print(f"{result['metric']}: dev {result['dev']:.2f} (epoch {result['best_epoch']})"
+              f"{test}; model in {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    result = evaluate_run(args.run_dir, args.test, **_overrides(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['metric']} {result['score']:.2f} on {result['file']} "
+              f"({result['n']} examples)")
+    return 0
+
+
+def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
+    if not args.quiet:
+        print(f"{n} examples predicted into {args.output}", file=sys.stderr)
+    return 0

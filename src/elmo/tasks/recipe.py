@@ -1,0 +1,376 @@
+"""The task recipe: read the data, train a task model with (or without) ELMo, early stopping
+on dev, resumable; evaluate and predict with a finished run.
+
+A run directory holds config.json (the TaskConfig, the model's config and the labels),
+vocab.txt, model.safetensors (the best epoch on dev), layer_weights.json (softmax(s) of each
+mix), metrics.jsonl (one line per epoch), checkpoint.safetensors (the last epoch: running the
+same command again resumes there) and result.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from elmo.atomic import atomic_output, atomic_write_text
+from elmo.device import resolve_device
+from elmo.errors import ElmoError
+from elmo.modules.scalar_mix import parse_mode
+from elmo.tasks.classifier import Classifier, ClassifierConfig
+from elmo.tasks.data import (
+    Encoded,
+    build_labels,
+    build_vocab,
+    check_labels,
+    flat_sentences,
+    nested_sample,
+)
+from elmo.tasks.metrics import METRICS, accuracy, span_f1
+from elmo.tasks.model import ELMO_AT, TaskModel
+from elmo.tasks.pair import PairClassifier, PairConfig
+from elmo.tasks.readers import FORMATS, SCHEMES, read_dataset, write_predictions
+from elmo.tasks.tagger import Tagger, TaggerConfig
+from elmo.training.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    RankState,
+    capture_rng,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
+
+TASKS = {
+    "tagging": (Tagger, TaggerConfig),
+    "classification": (Classifier, ClassifierConfig),
+    "pair": (PairClassifier, PairConfig),
+}
+TASK_FORMATS = {"tagging": ("conll", "conllu"), "classification": ("label-text", "tsv"),
+                "pair": ("tsv",)}
+# options that may change when a run is resumed
+RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir")
+
+
+@dataclass
+class TaskConfig:
+    """Everything `elmo task train` takes; `train_task(TaskConfig(...))` from Python."""
+
+    task: str  # tagging | classification | pair
+    train: str
+    dev: str
+    out: str
+    format: str  # conll | conllu | label-text | tsv
+    test: str | None = None
+    # format options
+    token_column: int = 0  # conll
+    tag_column: int = -1  # conll
+    scheme: str | None = None  # conll tags: iob1 | iob2 | bioes (spans), None: plain labels
+    tag: str = "upos"  # conllu: upos | xpos
+    text_columns: list[str] | None = None  # tsv
+    label_column: str | None = None  # tsv
+    tokenizer: str = "whitespace"  # label-text, tsv
+    encoding_errors: str = "strict"
+    # ELMo
+    elmo: str | None = None  # a model `elmo embed` takes; None: the task model alone
+    elmo_mix: str = "learned"  # learned | average | top | layer:K
+    elmo_at: str = "input"  # input | output | both
+    l2: float = 0.001  # lambda * sum_j s_j^2 per learned mix
+    mix_lr: float = 0.01  # Adam's lr for the mixes' s and gamma
+    layer_norm: bool = False  # normalise each layer before mixing
+    elmo_dropout: float = 0.5
+    cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
+    # training
+    metric: str | None = None  # span-f1 | accuracy (default: span-f1 with a scheme)
+    seed: int = 0
+    epochs: int = 10
+    patience: int = 3  # stop after this many epochs without a better dev score
+    train_fraction: float = 1.0
+    batch_size: int = 32
+    lr: float = 0.001
+    embedding_dim: int = 100
+    hidden_dim: int = 128
+    dropout: float = 0.3
+    device: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.elmo in ("none", ""):
+            self.elmo = None
+        if self.metric is None:
+            self.metric = "span-f1" if self.scheme else "accuracy"
+        choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
+                   "scheme": (*SCHEMES, None), "tag": ("upos", "xpos")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ElmoError(f"--{name.replace('_', '-')} must be one of "
+                                f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
+        parse_mode(self.elmo_mix, mixture_size=1000)  # a ValueError naming a bad mode
+        if self.format not in TASK_FORMATS[self.task]:
+            raise ElmoError(f"--task {self.task} reads --format "
+                            f"{' or '.join(TASK_FORMATS[self.task])}, not {self.format}")
+        if self.format == "tsv":
+            wanted = 2 if self.task == "pair" else 1
+            if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
+                raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
+                                f"{wanted} column name(s) and --label-column")
+        if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
+            raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
+                            "and --scheme iob1, iob2 or bioes")
+
+    def reader_options(self, labeled: bool = True) -> dict[str, Any]:
+        """The reader's keyword options for `format` (no tag check when not `labeled`)."""
+        options: dict[str, Any] = {
+            "conll": {"token_column": self.token_column, "tag_column": self.tag_column,
+                      "scheme": self.scheme if labeled else None},
+            "conllu": {"tag": self.tag},
+            "label-text": {"tokenizer": self.tokenizer},
+            "tsv": {"text_columns": self.text_columns, "label_column": self.label_column,
+                    "tokenizer": self.tokenizer},
+        }[self.format]
+        return {**options, "encoding_errors": self.encoding_errors}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class Run:
+    """A task model with its vocabulary, labels and biLM, built from a TaskConfig."""
+
+    def __init__(self, config: TaskConfig, vocab: list[str], labels: list[str]) -> None:
+        from elmo.modules.elmo import Elmo  # noqa: PLC0415 - loads the biLM stack only here
+        from elmo.pretrained import load_bilm
+
+        self.config, self.vocab, self.labels = config, vocab, labels
+        self.device = resolve_device(config.device)
+        self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
+        elmo_dim = self.bilm.config.output_dim if self.bilm is not None else 0
+        task_class, config_class = TASKS[config.task]
+        self.model_config = config_class(
+            vocab_size=len(vocab), num_labels=len(labels), embedding_dim=config.embedding_dim,
+            hidden_dim=config.hidden_dim, dropout=config.dropout,
+            elmo_input_dim=elmo_dim if config.elmo_at in ("input", "both") else 0,
+            elmo_output_dim=elmo_dim if config.elmo_at in ("output", "both") else 0,
+        )
+        torch.manual_seed(config.seed)
+        elmo = None
+        if self.bilm is not None:
+            elmo = Elmo(None, None, 2 if config.elmo_at == "both" else 1, bilm=self.bilm,
+                        do_layer_norm=config.layer_norm, dropout=config.elmo_dropout,
+                        mode=config.elmo_mix)
+        self.model = TaskModel(task_class(self.model_config), elmo, config.elmo_at).to(self.device)
+
+    @classmethod
+    def load(cls, run_dir: str | Path, **overrides: Any) -> Run:
+        """The best model of a finished (or running) run directory."""
+        run_dir = Path(run_dir)
+        if not (run_dir / "model.safetensors").is_file():
+            raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
+                            "train one with `elmo task train --out DIR`")
+        saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        config = TaskConfig.from_dict({**saved["task"], **overrides})
+        vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        run = cls(config, vocab, saved["labels"])
+        run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
+        return run
+
+    def layers(self, examples: list) -> Any:
+        """The feature cache of `examples`' sentences (None without ELMo)."""
+        if self.bilm is None:
+            return None
+        from elmo.features import cached_layers
+
+        return cached_layers(self.bilm, flat_sentences(examples), self.config.cache_dir,
+                             self.device, progress=self.config.progress)
+
+    def scores(self, encoded: Encoded, indices: list[int], store: Any) -> tuple:
+        batch = encoded.batch(indices)
+        layers = None
+        if store is not None:
+            layers = store.batch(batch.sentence_ids)[0].to(self.device)
+        batch.word_ids, batch.mask = batch.word_ids.to(self.device), batch.mask.to(self.device)
+        batch.targets = batch.targets.to(self.device)
+        return batch, self.model(batch, layers)
+
+    @torch.no_grad()
+    def predict(self, examples: list) -> list:
+        """Tags (lists) or labels of `examples`, in order."""
+        self.model.eval()
+        encoded = Encoded(examples, self.vocab, self.labels, with_targets=False)
+        store = self.layers(examples)
+        predictions: list = [None] * len(examples)
+        for indices in encoded.batches(64):
+            batch, scores = self.scores(encoded, indices, store)
+            for i, p in zip(indices, self.model.task.predict(scores, batch.mask), strict=True):
+                predictions[i] = [self.labels[t] for t in p] if encoded.tagging else self.labels[p]
+        return predictions
+
+    def score(self, examples: list) -> float:
+        """The config's metric (0..100) of the model on `examples`."""
+        gold = [e.tags if hasattr(e, "tags") else e.label for e in examples]
+        predicted = self.predict(examples)
+        if self.config.metric == "span-f1":
+            return span_f1(gold, predicted, self.config.scheme)
+        return accuracy(gold, predicted)
+
+
+def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
+    return read_dataset(path, config.format, **config.reader_options(labeled))
+
+
+def train_task(config: TaskConfig) -> dict[str, Any]:
+    """Train (or resume, or return the result of) the run `config.out`; returns the result:
+    metric, best dev score, test score (with a test file), best epoch, layer weights."""
+    out = Path(config.out)
+    if (out / "result.json").is_file() and _same_run(out, config):
+        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        if result["epochs_run"] >= config.epochs or result["early_stopped"]:
+            if config.test and result.get("test_file") != config.test:
+                result.update(_test_result(config))
+            return result
+    train_all = read_split(config, config.train)
+    labels = build_labels(train_all)
+    dev = read_split(config, config.dev)
+    check_labels(dev, labels, config.dev, config.train)
+    if config.test:
+        check_labels(read_split(config, config.test), labels, config.test, config.train)
+    sample = nested_sample(len(train_all), config.train_fraction, config.seed)
+    train = [train_all[i] for i in sample]
+    vocab = build_vocab(train)
+    checkpoint_path = out / CHECKPOINT_NAME
+    if checkpoint_path.exists() and not _same_run(out, config):
+        raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
+                        "another --out, or the same options to resume it")
+    run = Run(config, vocab, labels)
+    if not checkpoint_path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        saved = {"task": asdict(config), "model": asdict(run.model_config), "labels": labels}
+        atomic_write_text(out / "config.json", json.dumps(saved, indent=2) + "\n")
+        atomic_write_text(out / "vocab.txt", "\n".join(vocab))
+    return _train(run, train, sample, train_all, dev)
+
+
+def _same_run(out: Path, config: TaskConfig) -> bool:
+    try:
+        saved = json.loads((out / "config.json").read_text(encoding="utf-8"))["task"]
+    except (OSError, ValueError, KeyError):
+        return False
+    mine = asdict(config)
+    return all(saved.get(k) == v for k, v in mine.items() if k not in RESUMABLE_CHANGES)
+
+
+def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list) -> dict:
+    config, model, out = run.config, run.model, Path(run.config.out)
+    mixes = list(model.elmo.mixes.parameters()) if model.elmo is not None else []
+    mix_ids = {id(p) for p in mixes}
+    others = [p for p in model.parameters() if id(p) not in mix_ids and p.requires_grad]
+    groups = [{"params": others}]
+    if mixes:
+        groups.append({"params": [p for p in mixes if p.requires_grad], "lr": config.mix_lr})
+    optimizer = torch.optim.Adam(groups, lr=config.lr)
+    state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
+    bad_epochs = 0
+    checkpoint_path = out / CHECKPOINT_NAME
+    if checkpoint_path.exists():
+        ckpt = load_checkpoint(checkpoint_path)
+        model.load_saved_state(ckpt.model)
+        optimizer.load_state_dict(ckpt.optimizer)
+        restore_rng(ckpt.ranks[0].rng)
+        state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
+        _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
+    encoded = Encoded(train, run.vocab, run.labels, positions=sample)  # cache: the whole file
+    store = run.layers(train_all)
+    while state["epoch"] < config.epochs and bad_epochs < config.patience:
+        start = time.perf_counter()
+        model.train()
+        total = 0.0
+        batches = encoded.batches(config.batch_size, config.seed * 1000 + state["epoch"])
+        bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{config.epochs}", unit="batch",
+                   disable=not config.progress, leave=False)
+        for indices in bar:
+            batch, scores = run.scores(encoded, indices, store)
+            loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+        dev_score = run.score(dev)
+        state["epoch"] += 1
+        state["seconds"] += time.perf_counter() - start
+        line = {"epoch": state["epoch"], "train_loss": total / len(batches),
+                f"dev_{config.metric}": dev_score, "layer_weights": model.layer_weights()}
+        if state["best_score"] is None or dev_score > state["best_score"]:
+            state.update(best_score=dev_score, best_epoch=state["epoch"])
+            bad_epochs = 0
+            _save_model(out, model)
+        else:
+            bad_epochs += 1
+        save_checkpoint(checkpoint_path, Checkpoint(
+            step=state["epoch"], model=model.saved_state(), optimizer=optimizer.state_dict(),
+            ranks=[RankState(dict(state), None, capture_rng())], bad_evals=bad_epochs))
+        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        if config.progress:
+            tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
+                       f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
+    result = {"metric": config.metric, "dev": state["best_score"],
+              "best_epoch": state["best_epoch"], "epochs_run": state["epoch"],
+              "early_stopped": bad_epochs >= config.patience, "n_train": len(train),
+              "train_seconds": round(state["seconds"], 1),
+              "layer_weights": json.loads((out / "layer_weights.json").read_text())}
+    if config.test:
+        result.update(_test_result(config))
+    atomic_write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _test_result(config: TaskConfig) -> dict[str, Any]:
+    run = Run.load(config.out, progress=config.progress, cache_dir=config.cache_dir,
+                   device=config.device)
+    test = read_split(run.config, config.test)
+    return {"test": run.score(test), "test_file": config.test, "n_test": len(test)}
+
+
+def _save_model(out: Path, model: TaskModel) -> None:
+    state = {k: v.detach().cpu().contiguous() for k, v in model.saved_state().items()}
+    with atomic_output(out / "model.safetensors") as tmp:
+        save_file(state, str(tmp))
+    atomic_write_text(out / "layer_weights.json", json.dumps(model.layer_weights(), indent=2))
+
+
+def _keep_metrics_until(path: Path, epoch: int) -> None:
+    """Drop metrics.jsonl lines of epochs after the checkpoint's (a run killed in between)."""
+    if path.exists():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if json.loads(line)["epoch"] <= epoch]
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
+    """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
+    run = Run.load(run_dir, **overrides)
+    examples = read_split(run.config, test)
+    check_labels(examples, run.labels, test, run.config.train)
+    return {"metric": run.config.metric, "score": run.score(examples), "n": len(examples),
+            "file": str(test), "run": str(run_dir)}
+
+
+def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:
+    """Write the run's predictions for `input_path` to `output_path` in the input's format
+    (tags or labels replaced, or added where it has none); returns the number of examples."""
+    run = Run.load(run_dir, **overrides)
+    examples = read_split(run.config, input_path, labeled=False)
+    write_predictions(output_path, run.config.format, examples, run.predict(examples),
+                      **run.config.reader_options())
+    return len(examples)
