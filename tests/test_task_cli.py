@@ -83,7 +83,7 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
     for w in weights.values():
         assert len(w) == 3 and sum(w) == pytest.approx(1.0)
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [line["epoch"] for line in lines] == list(range(1, result["epochs_run"] + 1))
+    assert [line["epoch"] for line in lines] == list(range(1, result["epochs"] + 1))
     assert result["dev"] == max(line[f"dev_{result['metric']}"] for line in lines)
     assert result["metric"] == ("span-f1" if kind == "tagging" else "accuracy")
 
@@ -103,6 +103,29 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
     assert main(["task", "evaluate", str(run), "--test", str(out), "--json", "--quiet",
                  "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(100.0)
+
+
+def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
+    from safetensors.torch import load_file
+
+    from elmo.pretrained import load_bilm
+
+    args = task_args("classification", tmp_path, str(tiny_model), epochs=2) + ["--fine-tune"]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    saved = load_file(str(tmp_path / "run" / "model.safetensors"))
+    original = load_bilm(tiny_model).state_dict()
+    # epochs 1-2 train the top one, then two biLM groups: the top LSTM layer moved, the
+    # token encoder not yet
+    top = [k for k in original if k.startswith("lstm.layers.1.")]
+    assert top and any(not saved[f"elmo.bilm.{k}"].equal(original[k]) for k in top)
+    encoder = [k for k in original if k.startswith("token_encoder.")]
+    assert encoder and all(saved[f"elmo.bilm.{k}"].equal(original[k]) for k in encoder)
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                 "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(result["test"])
+    assert not (tmp_path / "cache").exists()  # the fine-tuned biLM runs on every batch
 
 
 def test_task_model_alone_learns(tmp_path):
@@ -166,3 +189,18 @@ def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
 
     assert main(["task", "evaluate", str(tmp_path / "nothing"), "--test", "x"]) == 1
     assert "holds no trained task model" in capsys.readouterr().err
+
+
+def test_domain_adaptation_recipe(tmp_path, tiny_model, capsys):
+    """The task's text -> `elmo train --init-from` -> a task model on the adapted biLM."""
+    args = task_args("tagging", tmp_path, "none", epochs=1)
+    assert main(["task", "text", "--format", "conll", str(tmp_path / "train"),
+                 str(tmp_path / "train.txt")]) == 0
+    text = (tmp_path / "train.txt").read_text().splitlines()
+    assert len(text) == 40 and all(line.split()[0] in PEOPLE + PLACES + WORDS for line in text)
+    assert main(["train", "--init-from", str(tiny_model), "--train", str(tmp_path / "train.txt"),
+                 "--out", str(tmp_path / "adapted"), "--max-steps", "1", "--batch-size", "4",
+                 "--quiet"]) == 0
+    args[args.index("--elmo") + 1] = str(tmp_path / "adapted")
+    assert main(args) == 0
+    assert len(json.loads((tmp_path / "run" / "result.json").read_text())["layer_weights"]) == 1

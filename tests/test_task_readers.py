@@ -189,3 +189,18 @@ def test_predictions_added_where_input_has_no_tags(tmp_path):
                        label_column="y")
     write_predictions(tmp_path / "o2", "tsv", tsv, ["pos"], label_column="y")
     assert (tmp_path / "o2").read_text() == "s\ty\nhello there\tpos\n"
+
+
+@pytest.mark.parametrize("parts,fmt,options,count", [
+    (("conll2003", "eng.testa"), "conll", {"scheme": "iob1"}, 3250),
+    (("ud-english-ewt", "en_ewt-ud-dev.conllu"), "conllu", {}, 2001),
+    (("sst5", "stsa.fine.dev"), "label-text", {}, 1101),
+    (("sick", "SICK_trial.txt"), "tsv",
+     {"text_columns": ["sentence_A", "sentence_B"], "label_column": "entailment_judgment"}, 500),
+    (("msra-ner", "msra_test_bio"), "conll", {"scheme": "iob2"}, 3442),
+])
+def test_shared_data_sets_read_with_their_documented_counts(parts, fmt, options, count):
+    from tests.conftest import require_shared
+
+    examples = read_dataset(require_shared("data", *parts), fmt, **options)
+    assert len(examples) == count

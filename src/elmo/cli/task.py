@@ -11,7 +11,14 @@ from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import ENCODING_ERRORS, FORMATS, SCHEMES
-from elmo.tasks.recipe import TASKS, TaskConfig, evaluate_run, predict_file, train_task
+from elmo.tasks.recipe import (
+    TASKS,
+    TaskConfig,
+    evaluate_run,
+    export_text,
+    predict_file,
+    train_task,
+)
 from elmo.tokenize import TOKENIZER_NAMES
 
 DEFAULTS = TaskConfig("tagging", "", "", "", "conll")
@@ -25,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     _add_train(commands)
     _add_evaluate(commands)
     _add_predict(commands)
+    _add_text(commands)
 
 
 def _runtime_options(p: argparse.ArgumentParser) -> None:
@@ -33,6 +41,29 @@ def _runtime_options(p: argparse.ArgumentParser) -> None:
                    "$ELMO_CACHE/features, else ~/.cache/elmo/features)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+
+
+def _format_options(group: argparse._ArgumentGroup) -> None:
+    """--format and the readers' options."""
+    d = DEFAULTS
+    group.add_argument("--format", required=True, choices=FORMATS,
+                      help="conll: token per line, white-space columns, blank line between "
+                      "sentences; conllu; label-text: 'LABEL sentence' per line; tsv: header "
+                      "row, tab-separated columns. Files may be .gz")
+    group.add_argument("--token-column", type=int, default=d.token_column, help="conll")
+    group.add_argument("--tag-column", type=int, default=d.tag_column,
+                      help="conll (negative: from the end)")
+    group.add_argument("--scheme", choices=SCHEMES,
+                      help="conll: span tags in this scheme, scored by span F1 (default: "
+                      "tags are plain labels, scored by accuracy)")
+    group.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag)
+    group.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
+                      help="tsv: one column (classification) or two (pair)")
+    group.add_argument("--label-column", metavar="C", help="tsv")
+    group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
+                      help="label-text and tsv sentences")
+    group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
+                      help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
@@ -50,24 +81,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--dev", required=True, metavar="FILE")
     data.add_argument("--test", metavar="FILE")
     data.add_argument("--out", required=True, metavar="DIR")
-    data.add_argument("--format", required=True, choices=FORMATS,
-                      help="conll: token per line, white-space columns, blank line between "
-                      "sentences; conllu; label-text: 'LABEL sentence' per line; tsv: header "
-                      "row, tab-separated columns. Files may be .gz")
-    data.add_argument("--token-column", type=int, default=d.token_column, help="conll")
-    data.add_argument("--tag-column", type=int, default=d.tag_column,
-                      help="conll (negative: from the end)")
-    data.add_argument("--scheme", choices=SCHEMES,
-                      help="conll: span tags in this scheme, scored by span F1 (default: "
-                      "tags are plain labels, scored by accuracy)")
-    data.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag)
-    data.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
-                      help="tsv: one column (classification) or two (pair)")
-    data.add_argument("--label-column", metavar="C", help="tsv")
-    data.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
-                      help="label-text and tsv sentences")
-    data.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
-                      help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
+    _format_options(data)
     data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
                       help="train on this fraction of --train, sampled with --seed (the "
                       "samples of smaller fractions are inside those of larger ones)")
@@ -88,6 +102,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     elmo.add_argument("--layer-norm", action="store_true",
                       help="normalise each layer before mixing (as the original)")
     elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout)
+    elmo.add_argument("--fine-tune", action="store_true",
+                      help="train the biLM too, ULMFiT-style: learning rates divided by 2.6 "
+                      "per layer group downwards, slanted triangular schedule, one more group "
+                      "unfrozen each epoch from the top (no feature cache: slower)")
 
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
@@ -130,6 +148,21 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_predict)
 
 
+def _add_text(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "text", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="write a task file's sentences one per line (for `elmo train --init-from`)",
+        description="Write the sentences of INPUT (both sentences of a pair), tokens "
+        "separated by spaces, one per line, into OUTPUT: the task's own text, to continue "
+        "training a biLM on it (domain adaptation: `elmo train --init-from MODEL --train "
+        "OUTPUT ...`).")
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument("output", metavar="OUTPUT")
+    group = p.add_argument_group("format")
+    _format_options(group)
+    p.set_defaults(run=run_text)
+
+
 def _overrides(args: argparse.Namespace) -> dict:
     return {"cache_dir": args.cache_dir, "device": args.device, "progress": not args.quiet}
 
@@ -158,4 +191,16 @@ def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
     if not args.quiet:
         print(f"{n} examples predicted into {args.output}", file=sys.stderr)
+    return 0
+
+
+def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.format == "tsv" and not args.text_columns:
+        parser.error("--format tsv needs --text-columns")
+    options = {"conll": ("token_column", "tag_column"), "conllu": ("tag",),
+               "label-text": ("tokenizer",), "tsv": ("text_columns", "tokenizer")}[args.format]
+    n = export_text(args.input, args.output, args.format, encoding_errors=args.encoding_errors,
+                    **{k: getattr(args, k) for k in options},
+                    **({"label_column": args.label_column or ""} if args.format == "tsv" else {}))
+    print(f"{n} sentences written to {args.output}", file=sys.stderr)
     return 0

@@ -23,7 +23,8 @@ from tqdm import tqdm
 from elmo.atomic import atomic_output, atomic_write_text
 from elmo.device import resolve_device
 from elmo.errors import ElmoError
-from elmo.modules.scalar_mix import parse_mode
+from elmo.finetune import FineTuneConfig, GradualUnfreezer
+from elmo.modules.scalar_mix import parameter_groups, parse_mode
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
     Encoded,
@@ -86,6 +87,8 @@ class TaskConfig:
     mix_lr: float = 0.01  # Adam's lr for the mixes' s and gamma
     layer_norm: bool = False  # normalise each layer before mixing
     elmo_dropout: float = 0.5
+    fine_tune: bool = False  # train the biLM too (ULMFiT: discriminative lrs, slanted
+    # triangular schedule, gradual unfreezing); its layers are then computed per batch
     cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
     # training
     metric: str | None = None  # span-f1 | accuracy (default: span-f1 with a scheme)
@@ -121,6 +124,8 @@ class TaskConfig:
             if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
                 raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
                                 f"{wanted} column name(s) and --label-column")
+        if self.fine_tune and self.elmo is None:
+            raise ElmoError("--fine-tune trains the biLM of --elmo; give a model, not none")
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
             raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
                             "and --scheme iob1, iob2 or bioes")
@@ -165,8 +170,8 @@ class Run:
         elmo = None
         if self.bilm is not None:
             elmo = Elmo(None, None, 2 if config.elmo_at == "both" else 1, bilm=self.bilm,
-                        do_layer_norm=config.layer_norm, dropout=config.elmo_dropout,
-                        mode=config.elmo_mix)
+                        requires_grad=config.fine_tune, do_layer_norm=config.layer_norm,
+                        dropout=config.elmo_dropout, mode=config.elmo_mix)
         self.model = TaskModel(task_class(self.model_config), elmo, config.elmo_at).to(self.device)
 
     @classmethod
@@ -184,8 +189,9 @@ class Run:
         return run
 
     def layers(self, examples: list) -> Any:
-        """The feature cache of `examples`' sentences (None without ELMo)."""
-        if self.bilm is None:
+        """The feature cache of `examples`' sentences (None without ELMo or when the biLM
+        is fine-tuned: the model then runs it on each batch)."""
+        if self.bilm is None or self.config.fine_tune:
             return None
         from elmo.features import cached_layers
 
@@ -233,7 +239,7 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
     out = Path(config.out)
     if (out / "result.json").is_file() and _same_run(out, config):
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
-        if result["epochs_run"] >= config.epochs or result["early_stopped"]:
+        if result["epochs"] >= config.epochs or result["early_stopped"]:
             if config.test and result.get("test_file") != config.test:
                 result.update(_test_result(config))
             return result
@@ -270,13 +276,15 @@ def _same_run(out: Path, config: TaskConfig) -> bool:
 
 def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list) -> dict:
     config, model, out = run.config, run.model, Path(run.config.out)
-    mixes = list(model.elmo.mixes.parameters()) if model.elmo is not None else []
-    mix_ids = {id(p) for p in mixes}
-    others = [p for p in model.parameters() if id(p) not in mix_ids and p.requires_grad]
-    groups = [{"params": others}]
-    if mixes:
-        groups.append({"params": [p for p in mixes if p.requires_grad], "lr": config.mix_lr})
-    optimizer = torch.optim.Adam(groups, lr=config.lr)
+    encoded = Encoded(train, run.vocab, run.labels, positions=sample)  # cache: the whole file
+    steps_per_epoch = -(-len(encoded) // config.batch_size)
+    tuner = None
+    if config.fine_tune:
+        tuner = GradualUnfreezer(model, model.elmo, config.epochs * steps_per_epoch,
+                                 FineTuneConfig(lr=config.lr, mix_lr=config.mix_lr))
+        optimizer = torch.optim.Adam(tuner.param_groups)
+    else:
+        optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -287,16 +295,19 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         restore_rng(ckpt.ranks[0].rng)
         state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
-    encoded = Encoded(train, run.vocab, run.labels, positions=sample)  # cache: the whole file
     store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
         model.train()
+        if tuner is not None:
+            tuner.on_epoch_start(state["epoch"])
         total = 0.0
         batches = encoded.batches(config.batch_size, config.seed * 1000 + state["epoch"])
         bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{config.epochs}", unit="batch",
                    disable=not config.progress, leave=False)
-        for indices in bar:
+        for step, indices in enumerate(bar, start=state["epoch"] * steps_per_epoch):
+            if tuner is not None:
+                tuner.set_learning_rates(optimizer, step)
             batch, scores = run.scores(encoded, indices, store)
             loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
             optimizer.zero_grad()
@@ -325,9 +336,9 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
             tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
                        f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
     result = {"metric": config.metric, "dev": state["best_score"],
-              "best_epoch": state["best_epoch"], "epochs_run": state["epoch"],
+              "best_epoch": state["best_epoch"], "epochs": state["epoch"],
               "early_stopped": bad_epochs >= config.patience, "n_train": len(train),
-              "train_seconds": round(state["seconds"], 1),
+              "seconds": round(state["seconds"], 1),
               "layer_weights": json.loads((out / "layer_weights.json").read_text())}
     if config.test:
         result.update(_test_result(config))
@@ -374,3 +385,11 @@ def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overr
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
     return len(examples)
+
+
+def export_text(input_path: str, output_path: str, format: str, **options: Any) -> int:
+    """Write the sentences of a task file, tokens joined by spaces, one per line (the text
+    `elmo train` reads); returns their number."""
+    sentences = flat_sentences(read_dataset(input_path, format, **options))
+    atomic_write_text(output_path, "".join(" ".join(s) + "\n" for s in sentences))
+    return len(sentences)
