@@ -121,11 +121,14 @@ def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
     assert top and any(not saved[f"elmo.bilm.{k}"].equal(original[k]) for k in top)
     encoder = [k for k in original if k.startswith("token_encoder.")]
     assert encoder and all(saved[f"elmo.bilm.{k}"].equal(original[k]) for k in encoder)
+    # the cache holds the training file's layers (for their RMS: --scale-layers) only, and
+    # evaluating adds nothing: the fine-tuned biLM runs on every batch
+    assert len(list((tmp_path / "cache").glob("*.hdf5"))) == 1
     capsys.readouterr()
     assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
-                 "--json", "--quiet"]) == 0
+                 "--json", "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(result["test"])
-    assert not (tmp_path / "cache").exists()  # the fine-tuned biLM runs on every batch
+    assert len(list((tmp_path / "cache").glob("*.hdf5"))) == 1
 
 
 def test_task_model_alone_learns(tmp_path):
@@ -218,3 +221,24 @@ def test_domain_adaptation_recipe(tmp_path, tiny_model, capsys):
     args[args.index("--elmo") + 1] = str(tmp_path / "adapted")
     assert main(args) == 0
     assert len(json.loads((tmp_path / "run" / "result.json").read_text())["layer_weights"]) == 1
+
+
+def test_layers_scaled_by_their_rms_over_the_training_file(tmp_path, tiny_model):
+    from safetensors.torch import load_file
+
+    from elmo.features import cached_layers
+    from elmo.tasks.data import flat_sentences
+    from elmo.tasks.readers import read_conll
+
+    assert main(task_args("tagging", tmp_path, str(tiny_model), epochs=1)) == 0
+    store = cached_layers(str(tiny_model), flat_sentences(read_conll(tmp_path / "train")),
+                          tmp_path / "cache", progress=False)
+    saved = load_file(str(tmp_path / "run" / "model.safetensors"))
+    expected = [1 / r for r in store.layer_rms]
+    assert saved["elmo.mixes.0.layer_scales"].tolist() == pytest.approx(expected)
+    assert len(set(expected)) == 3  # the layers' scales differ: the test can tell
+
+    args = task_args("tagging", tmp_path, str(tiny_model), out="plain", epochs=1)
+    assert main(args + ["--no-scale-layers"]) == 0
+    saved = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    assert saved["elmo.mixes.0.layer_scales"].tolist() == [1.0, 1.0, 1.0]

@@ -107,8 +107,13 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       help="lambda * sum_j s_j^2 added to the loss, per learned mix")
     elmo.add_argument("--mix-lr", type=float, default=d.mix_lr,
                       help="Adam learning rate of the mixes' s and gamma")
+    elmo.add_argument("--scale-layers", action=argparse.BooleanOptionalAction,
+                      default=d.scale_layers,
+                      help="divide each layer by its RMS over the training file before mixing, "
+                      "so that the learned weights compare layers on equal terms")
     elmo.add_argument("--layer-norm", action="store_true",
-                      help="normalise each layer before mixing (as the original)")
+                      help="normalise each layer over the batch before mixing (as the "
+                      "original; a sentence's output then depends on its batch)")
     elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout,
                       help="on each mix's output")
     elmo.add_argument("--fine-tune", action="store_true",

@@ -23,10 +23,10 @@ from tqdm import tqdm
 from elmo.atomic import atomic_output, atomic_write_text
 from elmo.device import resolve_device
 from elmo.errors import ElmoError
-from elmo.features import cached_layers
+from elmo.features import LayerStore, cached_layers
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
 from elmo.modules.elmo import Elmo
-from elmo.modules.scalar_mix import parameter_groups, parse_mode
+from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
 from elmo.pretrained import load_bilm
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
@@ -91,8 +91,9 @@ class TaskConfig:
     elmo_mix: str = "learned"  # learned | average | top | layer:K
     elmo_at: str = "input"  # input | output | both
     l2: float = 0.001  # lambda * sum_j s_j^2 per learned mix
-    mix_lr: float = 0.01  # Adam's lr for the mixes' s and gamma
-    layer_norm: bool = False  # normalise each layer before mixing
+    mix_lr: float = MIX_LR  # Adam's lr for the mixes' s and gamma
+    scale_layers: bool = True  # divide each layer by its RMS over the training file
+    layer_norm: bool = False  # normalise each layer, per batch, before mixing
     elmo_dropout: float = 0.5
     fine_tune: bool = False  # train the biLM too (ULMFiT: discriminative lrs, slanted
     # triangular schedule, gradual unfreezing); its layers are then computed per batch
@@ -195,13 +196,17 @@ class Run:
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
-    def layers(self, examples: list) -> Any:
-        """The feature cache of `examples`' sentences (None without ELMo or when the biLM
-        is fine-tuned: the model then runs it on each batch)."""
-        if self.bilm is None or self.config.fine_tune:
-            return None
+    def feature_store(self, examples: list) -> LayerStore:
+        """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return cached_layers(self.bilm, flat_sentences(examples), self.config.cache_dir,
                              self.device, progress=self.config.progress)
+
+    def layers(self, examples: list) -> LayerStore | None:
+        """The layers the model reads for `examples`: None without ELMo or when the biLM is
+        fine-tuned (the model then runs it on each batch)."""
+        if self.bilm is None or self.config.fine_tune:
+            return None
+        return self.feature_store(examples)
 
     def scores(self, encoded: Encoded, indices: list[int], store: Any
                ) -> tuple[Batch, torch.Tensor]:
@@ -300,6 +305,10 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         optimizer = torch.optim.Adam(tuner.param_groups)
     else:
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
+    store = run.layers(train_all)
+    if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
+        rms = (store or run.feature_store(train_all)).layer_rms
+        model.set_layer_scales([1 / r for r in rms])
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -310,7 +319,6 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         restore_rng(ckpt.ranks[0].rng)
         state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
-    store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
         model.train()
