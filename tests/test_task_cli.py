@@ -242,3 +242,27 @@ def test_layers_scaled_by_their_rms_over_the_training_file(tmp_path, tiny_model)
     assert main(args + ["--no-scale-layers"]) == 0
     saved = load_file(str(tmp_path / "plain" / "model.safetensors"))
     assert saved["elmo.mixes.0.layer_scales"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_chinese_character_level_ner(tmp_path, tiny_model, capsys):
+    """MSRA's layout: one character and its IOB2 tag per line, tab-separated."""
+    rng = random.Random(0)
+    names, other = ["王", "李", "张"], ["在", "北", "京", "工", "作"]
+    for split, n in (("train", 30), ("dev", 8)):
+        lines = []
+        for _ in range(n):
+            for char in rng.choices(names + other, k=rng.randint(2, 6)):
+                lines.append(f"{char}\t{'B-PER' if char in names else 'O'}")
+            lines.append("")
+        (tmp_path / split).write_text("\n".join(lines), encoding="utf-8")
+    args = ["task", "train", "--task", "tagging", "--format", "conll", "--scheme", "iob2",
+            "--train", str(tmp_path / "train"), "--dev", str(tmp_path / "dev"), "--elmo",
+            str(tiny_model), "--out", str(tmp_path / "run"), "--epochs", "2", "--quiet",
+            "--cache-dir", str(tmp_path / "cache"), "--hidden-dim", "16"]
+    assert main(args) == 0
+    assert main(["task", "predict", str(tmp_path / "run"), str(tmp_path / "dev"),
+                 str(tmp_path / "out"), "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = [line.split("\t") for line in (tmp_path / "out").read_text().splitlines() if line]
+    gold = [line.split("\t") for line in (tmp_path / "dev").read_text().splitlines() if line]
+    assert [o[0] for o in out] == [g[0] for g in gold]  # the characters, tab-separated still
+    assert all(o[1] in ("B-PER", "O") for o in out)
