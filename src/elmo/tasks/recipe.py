@@ -297,9 +297,9 @@ def _same_run(out: Path, config: TaskConfig) -> bool:
 def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list) -> dict:
     config, model, out = run.config, run.model, Path(run.config.out)
     encoded = Encoded(train, run.vocab, run.labels, positions=sample)  # cache: the whole file
-    steps_per_epoch = -(-len(encoded) // config.batch_size)
     tuner = None
     if config.fine_tune:
+        steps_per_epoch = len(encoded.batches(config.batch_size))
         tuner = GradualUnfreezer(model, model.elmo, config.epochs * steps_per_epoch,
                                  FineTuneConfig(lr=config.lr, mix_lr=config.mix_lr))
         optimizer = torch.optim.Adam(tuner.param_groups)
@@ -321,28 +321,11 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
-        model.train()
-        if tuner is not None:
-            tuner.on_epoch_start(state["epoch"])
-        total = 0.0
-        batches = encoded.batches(config.batch_size, config.seed * 1000 + state["epoch"])
-        bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{config.epochs}", unit="batch",
-                   disable=not config.progress, leave=False)
-        for step, indices in enumerate(bar, start=state["epoch"] * steps_per_epoch):
-            if tuner is not None:
-                tuner.set_learning_rates(optimizer, step)
-            batch, scores = run.scores(encoded, indices, store)
-            loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+        train_loss = _train_epoch(run, encoded, store, optimizer, tuner, state["epoch"])
         dev_score = run.score(dev)
         state["epoch"] += 1
         state["seconds"] += time.perf_counter() - start
-        line = {"epoch": state["epoch"], "train_loss": total / len(batches),
+        line = {"epoch": state["epoch"], "train_loss": train_loss,
                 f"dev_{config.metric}": dev_score, "layer_weights": model.layer_weights()}
         if state["best_score"] is None or dev_score > state["best_score"]:
             state.update(best_score=dev_score, best_epoch=state["epoch"])
@@ -367,6 +350,32 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         result.update(_test_result(config))
     atomic_write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _train_epoch(run: Run, encoded: Encoded, store: LayerStore | None,
+                 optimizer: torch.optim.Optimizer, tuner: GradualUnfreezer | None,
+                 epoch: int) -> float:
+    """One pass over the training examples in a seeded order; returns the mean loss."""
+    config, model = run.config, run.model
+    model.train()
+    batches = encoded.batches(config.batch_size, shuffle_seed=config.seed * 1000 + epoch)
+    if tuner is not None:
+        tuner.on_epoch_start(epoch)
+    total = 0.0
+    bar = tqdm(batches, desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch",
+               disable=not config.progress, leave=False)
+    for step, indices in enumerate(bar, start=epoch * len(batches)):
+        if tuner is not None:
+            tuner.set_learning_rates(optimizer, step)
+        batch, scores = run.scores(encoded, indices, store)
+        loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+        total += loss.item()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    return total / len(batches)
 
 
 def _test_result(config: TaskConfig) -> dict[str, Any]:
