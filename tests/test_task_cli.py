@@ -266,3 +266,12 @@ def test_chinese_character_level_ner(tmp_path, tiny_model, capsys):
     gold = [line.split("\t") for line in (tmp_path / "dev").read_text().splitlines() if line]
     assert [o[0] for o in out] == [g[0] for g in gold]  # the characters, tab-separated still
     assert all(o[1] in ("B-PER", "O") for o in out)
+
+
+def test_threads_option_after_the_action(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    assert main(args + ["--threads", "1"]) == 0
+    with pytest.raises(SystemExit):
+        main(["task", "evaluate", str(tmp_path / "run"), "--test", "x", "--threads", "0"])
+    err = capsys.readouterr().err
+    assert "usage: elmo task evaluate" in err and "--threads must be at least 1" in err

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
-from elmo.tasks.readers import ENCODING_ERRORS, FORMATS, SCHEMES
+from elmo.tasks.readers import FORMATS, SCHEMES
 from elmo.tasks.recipe import (
     TASKS,
     TaskConfig,
@@ -21,6 +21,7 @@ from elmo.tasks.recipe import (
     predict_file,
     train_task,
 )
+from elmo.textfile import ENCODING_ERRORS
 from elmo.tokenize import TOKENIZER_NAMES
 
 # the defaults of TaskConfig's optional fields, for the options and their help
@@ -39,11 +40,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def _runtime_options(p: argparse.ArgumentParser) -> None:
+    """Options of every action: cache, device, threads, progress."""
     p.add_argument("--cache-dir", metavar="DIR",
                    help="feature cache of the frozen biLM's layers (default: "
                    "$ELMO_CACHE/features, else ~/.cache/elmo/features)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+    # as `elmo --threads` adds it to every command: here after the action too
+    p.add_argument("--threads", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="CPU threads for torch (default: torch's choice)")
+    p.set_defaults(command_parser=p)  # errors print this action's usage
 
 
 def _format_options(group: argparse._ArgumentGroup) -> None:

@@ -144,3 +144,15 @@ def _check_resume(
         info.config = config
         info.save(out_dir)
     return info
+
+
+def run_tokenizer(model: str | Path | None) -> str | None:
+    """The tokenizer a run directory of `elmo train` was trained with (its `run.json`), or
+    None when `model` is not such a directory."""
+    run = Path(model) / RUN_NAME if model is not None else None
+    if run is None or not run.is_file():
+        return None
+    try:
+        return json.loads(run.read_text(encoding="utf-8"))["config"]["tokenizer"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ElmoError(f"{run} is not a valid run record ({err}); pass --tokenizer") from None
