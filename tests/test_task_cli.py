@@ -103,6 +103,13 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
     assert main(["task", "evaluate", str(run), "--test", str(out), "--json", "--quiet",
                  "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(100.0)
+    # writing predictions over the gold file, or over an earlier output, is refused
+    assert main(["task", "predict", str(run), str(out), str(out), "--quiet",
+                 "--cache-dir", str(tmp_path / "cache"), "--overwrite"]) == 1
+    assert "is also an input" in capsys.readouterr().err
+    assert main(["task", "predict", str(run), str(tmp_path / "test"), str(out), "--quiet",
+                 "--cache-dir", str(tmp_path / "cache")]) == 1
+    assert "already exists: pass --overwrite" in capsys.readouterr().err
 
 
 def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):

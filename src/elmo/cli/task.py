@@ -9,6 +9,8 @@ import json
 import sys
 from types import SimpleNamespace
 
+from elmo.atomic import claim_output
+from elmo.cli.common import add_overwrite
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
@@ -166,6 +168,7 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
+    add_overwrite(p)
     _runtime_options(p)
     p.set_defaults(run=run_predict)
 
@@ -180,6 +183,7 @@ def _add_text(commands: argparse._SubParsersAction) -> None:
         "OUTPUT ...`).")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
+    add_overwrite(p)
     group = p.add_argument_group("format")
     _format_options(group)
     p.set_defaults(run=run_text)
@@ -210,7 +214,8 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
+    with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
     if not args.quiet:
         print(f"{n} examples predicted into {args.output}", file=sys.stderr)
     return 0
@@ -220,9 +225,11 @@ def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.format == "tsv" and not args.text_columns:
         parser.error("--format tsv needs --text-columns")
     options = {"conll": ("token_column", "tag_column"), "conllu": ("tag",),
-               "label-text": ("tokenizer",), "tsv": ("text_columns", "tokenizer")}[args.format]
-    n = export_text(args.input, args.output, args.format, encoding_errors=args.encoding_errors,
-                    **{k: getattr(args, k) for k in options},
-                    **({"label_column": args.label_column or ""} if args.format == "tsv" else {}))
+               "label-text": ("tokenizer",),
+               "tsv": ("text_columns", "label_column", "tokenizer")}[args.format]
+    with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        n = export_text(args.input, args.output, args.format,
+                        encoding_errors=args.encoding_errors,
+                        **{k: getattr(args, k) for k in options})
     print(f"{n} sentences written to {args.output}", file=sys.stderr)
     return 0
