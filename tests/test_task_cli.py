@@ -282,3 +282,17 @@ def test_threads_option_after_the_action(tmp_path, capsys):
         main(["task", "evaluate", str(tmp_path / "run"), "--test", "x", "--threads", "0"])
     err = capsys.readouterr().err
     assert "usage: elmo task evaluate" in err and "--threads must be at least 1" in err
+
+
+def test_run_with_a_relative_model_path_evaluates_from_elsewhere(tmp_path, tiny_model,
+                                                                monkeypatch, capsys):
+    import shutil
+
+    shutil.copytree(tiny_model, tmp_path / "bilm")
+    monkeypatch.chdir(tmp_path)
+    assert main(task_args("classification", tmp_path, "bilm", epochs=1)) == 0
+    monkeypatch.chdir(tmp_path / "run")
+    capsys.readouterr()
+    assert main(["task", "evaluate", ".", "--test", str(tmp_path / "test"), "--json",
+                 "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 12

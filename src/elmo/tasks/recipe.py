@@ -115,6 +115,8 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if self.elmo in ("none", ""):
             self.elmo = None
+        elif self.elmo is not None and Path(self.elmo).is_dir():  # found from any directory
+            self.elmo = str(Path(self.elmo).resolve())
         if self.metric is None:
             self.metric = "span-f1" if self.scheme else "accuracy"
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
