@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -226,12 +227,15 @@ class Run:
         """Tags (lists) or labels of `examples`, in order."""
         self.model.eval()
         encoded = Encoded(examples, self.vocab, self.labels, with_targets=False)
-        store = self.layers(examples)
         predictions: list = [None] * len(examples)
-        for indices in encoded.batches(64):
-            batch, scores = self.scores(encoded, indices, store)
-            for i, p in zip(indices, self.model.task.predict(scores, batch.mask), strict=True):
-                predictions[i] = [self.labels[t] for t in p] if encoded.tagging else self.labels[p]
+        store = self.layers(examples)
+        with store if store is not None else nullcontext():
+            for indices in encoded.batches(64):
+                batch, scores = self.scores(encoded, indices, store)
+                for i, p in zip(indices, self.model.task.predict(scores, batch.mask),
+                                strict=True):
+                    predictions[i] = ([self.labels[t] for t in p] if encoded.tagging
+                                      else self.labels[p])
         return predictions
 
     def score(self, examples: list) -> float:
@@ -307,10 +311,9 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         optimizer = torch.optim.Adam(tuner.param_groups)
     else:
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
-    store = run.layers(train_all)
     if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
-        rms = (store or run.feature_store(train_all)).layer_rms
-        model.set_layer_scales([1 / r for r in rms])
+        with run.feature_store(train_all) as train_store:
+            model.set_layer_scales([1 / r for r in train_store.layer_rms])
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -321,6 +324,7 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         restore_rng(ckpt.ranks[0].rng)
         state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
+    store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
         train_loss = _train_epoch(run, encoded, store, optimizer, tuner, state["epoch"])
@@ -343,6 +347,8 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         if config.progress:
             tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
                        f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
+    if store is not None:
+        store.close()
     result = {"metric": config.metric, "dev": state["best_score"],
               "best_epoch": state["best_epoch"], "epochs": state["epoch"],
               "early_stopped": bad_epochs >= config.patience, "n_train": len(train),
