@@ -162,6 +162,16 @@ class TaskConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def run_config(run_dir: str | Path, **overrides: Any) -> tuple[TaskConfig, list[str]]:
+    """The TaskConfig (with `overrides`) and labels of a run directory with a model."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "model.safetensors").is_file():
+        raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
+                        "train one with `elmo task train --out DIR`")
+    saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    return TaskConfig.from_dict({**saved["task"], **overrides}), saved["labels"]
+
+
 class Run:
     """A task model with its vocabulary, labels and biLM, built from a TaskConfig."""
 
@@ -189,13 +199,9 @@ class Run:
     def load(cls, run_dir: str | Path, **overrides: Any) -> Run:
         """The best model of a finished (or running) run directory."""
         run_dir = Path(run_dir)
-        if not (run_dir / "model.safetensors").is_file():
-            raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
-                            "train one with `elmo task train --out DIR`")
-        saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-        config = TaskConfig.from_dict({**saved["task"], **overrides})
+        config, labels = run_config(run_dir, **overrides)
         vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        run = cls(config, vocab, saved["labels"])
+        run = cls(config, vocab, labels)
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
@@ -410,9 +416,10 @@ def _keep_metrics_until(path: Path, epoch: int) -> None:
 
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
+    config, labels = run_config(run_dir, **overrides)  # the file is read before the model
+    examples = read_split(config, test)
+    check_labels(examples, labels, test, config.train)
     run = Run.load(run_dir, **overrides)
-    examples = read_split(run.config, test)
-    check_labels(examples, run.labels, test, run.config.train)
     return {"metric": run.config.metric, "score": run.score(examples), "n": len(examples),
             "file": str(test), "run": str(run_dir)}
 
@@ -420,8 +427,8 @@ def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, 
 def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:
     """Write the run's predictions for `input_path` to `output_path` in the input's format
     (tags or labels replaced, or added where it has none); returns the number of examples."""
+    examples = read_split(run_config(run_dir, **overrides)[0], input_path, labeled=False)
     run = Run.load(run_dir, **overrides)
-    examples = read_split(run.config, input_path, labeled=False)
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
     return len(examples)
