@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from common import DATA, add_run_options, results_file, write_json
 from torch import nn
@@ -34,14 +35,18 @@ EWT = DATA / "ud-english-ewt"
 class Head(nn.Module):
     """A mix of the cached layers and a linear or one-layer BiLSTM tagger on top."""
 
-    def __init__(self, mix: ScalarMix, dim: int, n_tags: int, kind: str) -> None:
+    def __init__(self, mix: ScalarMix, dim: int, n_tags: int, kind: str,
+                 scales: torch.Tensor | None = None) -> None:
         super().__init__()
         self.mix = mix
+        self.scales = scales  # (L+1,): each layer times a constant, or None
         self.lstm = nn.LSTM(dim, 64, batch_first=True, bidirectional=True) \
             if kind == "bilstm" else None
         self.out = nn.Linear(128 if self.lstm is not None else dim, n_tags)
 
     def forward(self, layers: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.scales is not None:
+            layers = layers * self.scales[:, None, None, None]
         x = self.mix(layers, mask)  # (B, T, D)
         if self.lstm is not None:
             x = self.lstm(x)[0]
@@ -59,6 +64,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "learned, mix lr 0.01": {"mix_lr": 0.01},
     "learned, mix lr 0.1": {"mix_lr": 0.1},
     "learned, layer norm": {"mix_lr": None, "layer_norm": True},
+    "learned, scaled layers, mix lr 0.01": {"mix_lr": 0.01, "scaled": True},
+    "learned, scaled layers, mix lr 0.1": {"mix_lr": 0.1, "scaled": True},
     "learned, layer norm, mix lr 0.1": {"mix_lr": 0.1, "layer_norm": True},
 }
 
@@ -80,7 +87,8 @@ def run(variant: dict[str, Any], data, n_tags: int, dim: int, args, seed: int) -
     train, dev = data
     mix = ScalarMix(3, do_layer_norm=variant.get("layer_norm", False),
                     mode=variant.get("mode", "learned"))
-    model = Head(mix, dim, n_tags, args.head)
+    scales = 1 / torch.tensor(args.layer_rms) if variant.get("scaled") else None
+    model = Head(mix, dim, n_tags, args.head, scales)
     optimizer = torch.optim.Adam(parameter_groups(model, args.lr, variant.get("mix_lr")))
     loss_fn = nn.CrossEntropyLoss()
     step = 0
@@ -118,6 +126,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per variant (3)")
     parser.add_argument("--head", choices=("linear", "bilstm"), default="linear",
                         help="tagger on top of the mix (linear)")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="NAME",
+                        help="run only these variants (default: all)")
     parser.add_argument("--cache-dir", type=Path, help="feature cache (default: the user's)")
     add_run_options(parser, "smoke run: 100 sentences, 100 steps, 1 seed")
     args = parser.parse_args()
@@ -132,8 +142,14 @@ def main() -> None:
     sentences = [s.tokens for s in train + dev]
     tags = [[tag_id[t] for t in s.tags] for s in train + dev]
     store = cached_layers(args.model, sentences, args.cache_dir)
-    norms = [statistics.fmean(float(store[i][j].__pow__(2).sum(-1).__pow__(0.5).mean())
-                              for i in range(len(train))) for j in range(store.num_layers)]
+    train_layers = [store[i] for i in range(len(train))]  # (L+1, n_i, D) each
+    norms = [statistics.fmean(float(np.linalg.norm(a[j], axis=-1).mean()) for a in train_layers)
+             for j in range(store.num_layers)]
+    # "scaled layers": each layer divided by its root mean square element over the training
+    # set: fixed constants, so (unlike layer norm) a sentence does not depend on its batch
+    args.layer_rms = [float(sum((a[j] ** 2).sum() for a in train_layers)
+                            / sum(a[j].size for a in train_layers)) ** 0.5
+                      for j in range(store.num_layers)]
     data = (batches(store, tags, list(range(len(train))), args.batch_size),
             batches(store, tags, list(range(len(train), len(sentences))), args.batch_size))
 
@@ -141,6 +157,8 @@ def main() -> None:
     print(f"{'variant':34s} {'dev acc':>14s}  {'weights (seed 0)':24s} {'max |s|':>7s} "
           f"{'gamma':>6s}")
     for name, variant in VARIANTS.items():
+        if args.variants and name not in args.variants:
+            continue
         runs = [run(variant, data, len(tagset), store.dim, args, seed)
                 for seed in range(args.seeds)]
         accs = [r["dev_accuracy"] for r in runs]
@@ -153,7 +171,8 @@ def main() -> None:
     write_json(args.out or results_file("scalar_mix.json", args.quick), {
         "model": args.model, "head": args.head, "train_sentences": len(train),
         "dev_sentences": len(dev), "steps": args.steps, "batch_size": args.batch_size,
-        "lr": args.lr, "mean_token_norm_per_layer": norms, "results": results})
+        "lr": args.lr, "mean_token_norm_per_layer": norms, "layer_rms": args.layer_rms,
+        "results": results})
 
 
 if __name__ == "__main__":

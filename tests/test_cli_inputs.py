@@ -99,6 +99,10 @@ BAD_INPUTS = [
     (["merge", "m.hdf5", "p0.hdf5"], 1, "shards 0..1 once each; got [0]"),
     (["merge", "m.hdf5", "in.txt"], 1, "not an HDF5 file"),
     (["export", "MODEL", "x", "--threads", "0"], 2, "--threads must be at least 1"),
+    (["train", "--train", "adir", "--out", "r", "--quiet"], 1, "is a directory"),
+    (["train", "--train", "-", "--out", "r", "--quiet"], 1, "cannot read stdin"),
+    (["train", "--train", "in.txt", "--valid", "adir", "--out", "r", "--quiet"], 1,
+     "is a directory"),
 ]
 
 
@@ -328,6 +332,8 @@ def test_version_threads_dtype_and_native_export(tmp_path, model_dir, capsys):
         assert _run("embed", model_dir, src, tmp_path / "h.hdf5", "--quiet", "--dtype",
                     "float16", "--threads", 2) == 0
         assert torch.get_num_threads() == 2
+        assert _run("--threads", 1, "export", model_dir, tmp_path / "e") == 0
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
     full = Embedder.from_pretrained(model_dir).embed_sentence(LINES[0].split())
@@ -350,3 +356,36 @@ def test_errors_after_parsing_show_the_subcommands_usage(tmp_path, model_dir, ca
     assert "[[MODEL]" not in err
     assert _run("vocab", "--train", "x", "--out", "y", "--min-count", 0) == 2
     assert capsys.readouterr().err.startswith("usage: elmo vocab")
+
+
+def test_token_vector_does_not_depend_on_how_many_are_encoded_with_it():
+    """The last bits of a token vector once depended on its group's size (1-15 rows take
+    other kernels), which made resumed and sharded runs differ from one-process runs."""
+    from elmo.pretrained import load_bilm
+
+    encoder = load_bilm("default").token_encoder
+    words = [f"w{i}ord{'s' * (i % 11)}" for i in range(300)]
+    ids = batch_to_ids([words])[0]
+    with torch.inference_mode():
+        together = encoder(ids)
+        for group in ([0], [5, 17, 3], list(range(40, 55)), list(range(100, 300))):
+            torch.testing.assert_close(encoder(ids[group]), together[group], rtol=0, atol=0)
+
+
+def test_partial_open_in_another_program_is_not_deleted(tmp_path, model_dir, capsys):
+    """HDF5's own lock error once read as "unreadable after a crash": the file was deleted."""
+    import subprocess
+
+    src = _write(tmp_path / "in.txt", LINES)
+    partial = tmp_path / "out.hdf5.partial"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); "
+         "f.flush(); print('open', flush=True); time.sleep(30)", str(partial)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--quiet") == 1
+        assert "another process has" in capsys.readouterr().err and partial.exists()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -53,6 +53,9 @@ def test_layers_are_the_bilm_layers_and_read_per_batch(tmp_path):
     assert layers[:, 1, 3:].abs().sum() == 0
     with pytest.raises(IndexError):
         store[4]
+    every = np.concatenate([store[i] for i in range(4)], axis=1)  # (L+1, all tokens, 2P)
+    np.testing.assert_allclose(store.layer_rms, np.sqrt((every**2).mean(axis=(1, 2))),
+                               rtol=1e-5)
 
 
 def test_second_call_computes_nothing(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from torch import nn
 from elmo import Elmo, batch_to_ids
 from elmo.errors import ElmoError
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
-from elmo.modules.scalar_mix import parameter_groups
+from elmo.modules.scalar_mix import MIX_LR, parameter_groups
 from tests.conftest import random_bilm
 
 SENTENCES = [["The", "cat", "sat"], ["Dogs", "bark"]]
@@ -79,10 +79,10 @@ def test_slanted_triangular_learning_rates_per_group():
     optimizer = torch.optim.Adam(tuner.param_groups)
     tuner.set_learning_rates(optimizer, 0)
     assert [g["lr"] for g in optimizer.param_groups] == pytest.approx(
-        [x / 32 for x in (1 / 8, 1 / 4, 1 / 2, 1.0, 1.0)])
+        [x / 32 for x in (1 / 8, 1 / 4, 1 / 2, 1.0, 0.01)])
     tuner.set_learning_rates(optimizer, 10)  # the peak, after 10% of the steps
     assert [g["lr"] for g in optimizer.param_groups] == pytest.approx(
-        [1 / 8, 1 / 4, 1 / 2, 1.0, 1.0])
+        [1 / 8, 1 / 4, 1 / 2, 1.0, 0.01])  # the mixes at MIX_LR
     tuner.set_learning_rates(optimizer, 55)  # half way down
     assert optimizer.param_groups[3]["lr"] == pytest.approx((1 + 0.5 * 31) / 32)
 
@@ -98,4 +98,5 @@ def test_parameter_groups_split_off_the_mixes_and_skip_frozen_parameters():
     groups = parameter_groups(model, 1e-3, 0.1)
     assert [(g["name"], g["lr"], len(g["params"])) for g in groups] == [
         ("task", 1e-3, 2), ("mix", 0.1, 2)]
-    assert parameter_groups(model, 1e-3)[1]["lr"] == 1e-3
+    assert parameter_groups(model, 1e-3)[1]["lr"] == MIX_LR
+    assert parameter_groups(model, 1e-3, None)[1]["lr"] == 1e-3

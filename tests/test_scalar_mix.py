@@ -116,3 +116,17 @@ def test_gradients_reach_s_and_gamma_only_when_trainable():
     frozen(layers, mask).sum().backward()
     assert frozen.scalar_parameters.grad is None and frozen.gamma.grad is None
     assert not any(p.requires_grad for p in frozen.parameters())
+
+
+def test_layer_scales_multiply_each_layer_and_are_saved():
+    layers, _ = layers_and_mask()
+    mix = ScalarMix(3, initial_scalar_parameters=[0.0, 1.0, 0.0], layer_scales=[0.5, 2.0, 0.1])
+    w = mix.normalized_weights().detach()
+    expected = w[0] * 0.5 * layers[0] + w[1] * 2.0 * layers[1] + w[2] * 0.1 * layers[2]
+    torch.testing.assert_close(mix(layers), expected)
+    assert mix.state_dict()["layer_scales"].tolist() == [0.5, 2.0, pytest.approx(0.1)]
+    restored = ScalarMix(3)
+    restored.load_state_dict(mix.state_dict())
+    torch.testing.assert_close(restored(layers), expected)
+    with pytest.raises(ValueError, match="layer_scales"):
+        ScalarMix(3, layer_scales=[1.0])

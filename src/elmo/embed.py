@@ -20,7 +20,15 @@ from elmo.atomic import claim_output
 from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids, check_sentences, check_tokens
 from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
-from elmo.hdf5_output import finish_attrs, open_partial, shard_range, write_index
+from elmo.hdf5_output import (
+    EMPTY_LINES,
+    FIRST_EMPTY,
+    LINES_DONE,
+    finish_attrs,
+    open_partial,
+    shard_range,
+    write_index,
+)
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm, recorded_tokenizer
@@ -305,40 +313,35 @@ class Embedder:
             identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
         try:
             with open_partial(partial, identity) as out:
-                done = max(int(out.attrs["lines_done"]), own.start)
+                done = max(int(out.attrs[LINES_DONE]), own.start)
+                n_empty = int(out.attrs.get(EMPTY_LINES, 0))  # counted by the runs before
+                first_empty = int(out.attrs.get(FIRST_EMPTY, 0))
                 if done > own.start and progress:
                     print(f"elmo: resuming {partial}: {done - own.start:,} of {len(own):,} "
                           "lines were embedded before", file=sys.stderr)
-                lines = self._read(input_path, encoding_errors, range(done, own.stop))
+                lines = read_lines(input_path, encoding_errors, self.tokenizer,
+                                   range(done, own.stop))
                 with tqdm(total=len(own), initial=done - own.start, unit="line",
                           disable=not progress, desc=f"embedding {input_path.name}") as bar:
                     for part in _chunks(lines, self.chunk_size):
-                        # Each chunk from an empty cache: a token vector's last bits depend on
-                        # the words computed with it, which must not depend on the run's start.
-                        if self.token_cache is not None:
-                            self.token_cache.clear()
                         self._write(out, part, layers, dtype)
-                        out.attrs["lines_done"] = part[-1].number + 1
+                        for line in part:
+                            if not line.tokens:
+                                first_empty = first_empty if n_empty else line.number
+                                n_empty += 1
+                        out.attrs.update({LINES_DONE: part[-1].number + 1, EMPTY_LINES: n_empty,
+                                          FIRST_EMPTY: first_empty})
                         out.flush()
                         bar.update(len(part))
-                # Built from a second pass so that memory stays flat while embedding.
-                index, n_empty, first_empty = {}, 0, 0
-                for line in self._read(input_path, encoding_errors, own):
-                    index[line.text] = str(line.number)
-                    if not line.tokens:
-                        first_empty = first_empty if n_empty else line.number
-                        n_empty += 1
                 _warn_empty(input_path, n_empty, first_empty)
-                write_index(out, index)
+                # Built from a second pass so that memory stays flat while embedding.
+                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
                 finish_attrs(out, shard=num_shards > 1)
         except InputFileError:
             partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
             raise
         os.replace(partial, output_path)
         return output_path
-
-    def _read(self, input_path: Path, encoding_errors: str, numbers: range) -> Iterator[InputLine]:
-        return read_lines(input_path, encoding_errors, self.tokenizer, numbers)
 
     def _write(self, out: h5py.File, lines: list[InputLine], layers: str, dtype: str) -> None:
         for i, array in self._iter_chunk([ln.tokens for ln in lines]):
@@ -370,6 +373,17 @@ class Embedder:
             "batch_size": str(self.batch_size),
             "max_tokens": str(self.max_tokens),
         }
+
+
+def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict[str, str]:
+    """Each line's text -> its number (a repeated line: its last number), for `numbers`."""
+    index = {}
+    for number, text in read_text_lines(path, encoding_errors):
+        if number >= numbers.stop:
+            break
+        if number >= numbers.start:
+            index[text.strip()] = str(number)
+    return index
 
 
 def _warn_empty(input_path: Path, count: int, first: int) -> None:

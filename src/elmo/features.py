@@ -28,7 +28,7 @@ from elmo.hub import cache_dir as model_cache_dir
 from elmo.modules.bilm import BiLM
 from elmo.pretrained import load_bilm
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 STORAGE_DTYPES = ("float32", "float16")
 
 
@@ -59,7 +59,9 @@ class LayerStore:
     """A complete cache entry, read one sentence or one batch at a time.
 
     `store[i]` -> (L+1, n_i, 2P) float32; `store.batch(indices)` -> layers (L+1, B, T, 2P)
-    and mask (B, T), padded to the batch's longest sentence. Only the asked-for sentences are
+    and mask (B, T), padded to the batch's longest sentence. `store.layer_rms` (L+1 floats):
+    each layer's root mean square element over all the sentences (for `ScalarMix`'s
+    `layer_scales`, 1 / rms). Only the asked-for sentences are
     read, so memory does not grow with the dataset. The file opens lazily (again in a forked
     worker process).
     """
@@ -73,6 +75,7 @@ class LayerStore:
             self.num_sentences = int(attrs["num_sentences"])
             self.num_layers = int(attrs["num_layers"])
             self.dim = int(attrs["dim"])
+            self.layer_rms = [float(x) for x in attrs["layer_rms"]]
         except KeyError:
             self.close()
             raise
@@ -195,5 +198,16 @@ def _compute(
                 bar.update(1)
         write_index(out, {" ".join(s): str(i) for i, s in enumerate(sentences)})
         out.attrs.update({"num_sentences": len(sentences), "num_layers": bilm.num_layers,
-                          "dim": bilm.config.output_dim, "dtype": dtype})
+                          "dim": bilm.config.output_dim, "dtype": dtype,
+                          "layer_rms": _layer_rms(out, len(sentences), bilm.num_layers)})
     os.replace(partial, path)
+
+
+def _layer_rms(out: h5py.File, n: int, num_layers: int) -> list[float]:
+    """Each layer's root mean square element over the n sentences of `out` (read one by one)."""
+    squares, count = np.zeros(num_layers), 0
+    for i in range(n):
+        layers = out[str(i)][...].astype(np.float64)  # (L+1, n_i, 2P)
+        squares += (layers**2).sum(axis=(1, 2))
+        count += layers[0].size
+    return ((squares / max(count, 1)) ** 0.5).tolist()

@@ -18,7 +18,7 @@ from torch import nn
 
 from elmo.errors import ElmoError
 from elmo.modules.elmo import Elmo
-from elmo.modules.scalar_mix import parameter_groups
+from elmo.modules.scalar_mix import MIX_LR, parameter_groups
 from elmo.training.groups import (
     bilm_layer_groups,
     discriminative_lrs,
@@ -35,7 +35,7 @@ class FineTuneConfig:
     schedule: str = "slanted-triangular"  # or "constant"
     warmup_frac: float = 0.1  # the schedule's rising part
     gradual_unfreeze: bool = True  # one more biLM group per epoch, top first
-    mix_lr: float | None = None  # the ScalarMixes' peak learning rate (None: lr)
+    mix_lr: float | None = MIX_LR  # the ScalarMixes' peak learning rate (None: lr)
 
 
 class GradualUnfreezer:

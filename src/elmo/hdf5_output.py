@@ -21,7 +21,8 @@ INDEX = "sentence_to_index"
 # A shard keeps its run's identity attributes (input and model digests, settings) so that
 # `merge_shards` can check that the parts belong together; these two order them.
 SHARD_ATTRS = ("num_shards", "shard_index")
-LINES_DONE = "lines_done"
+# A partial file's progress: lines done, and the empty lines among them (for the warning).
+LINES_DONE, EMPTY_LINES, FIRST_EMPTY = "lines_done", "empty_lines", "first_empty"
 # Settings that keep a writer's memory flat however many lines it writes. HDF5 1.8's group
 # format: in the oldest one (the default) the names of a group's members live in one heap held
 # in memory (~70 bytes per dataset). File space "aggregate": the default free-space manager keeps
@@ -57,8 +58,11 @@ def open_partial(path: Path, identity: dict[str, str]) -> Iterator[h5py.File]:
     if path.exists():
         try:
             f = h5py.File(path, "a", libver=NEW_FILE["libver"])
-        except OSError:  # unreadable after a crash
-            f = None
+        except OSError as err:
+            if "lock" in str(err):  # HDF5's own file lock: open in another program
+                raise ElmoError(f"another process has {path} open: wait for it to finish, or "
+                                "choose another output") from None
+            f = None  # unreadable after a crash
         if f is not None and all(f.attrs.get(k) == v for k, v in identity.items()) \
                 and LINES_DONE in f.attrs:
             with f:
@@ -92,7 +96,7 @@ def finish_attrs(out: h5py.File, shard: bool) -> None:
     """Drop the bookkeeping attributes of a complete file: all of them (the AllenNLP layout
     has none), or, for a shard, only the progress (its identity stays, for merging)."""
     for name in list(out.attrs):
-        if name == LINES_DONE or not shard:
+        if name in (LINES_DONE, EMPTY_LINES, FIRST_EMPTY) or not shard:
             del out.attrs[name]
 
 
@@ -111,7 +115,7 @@ def merge_shards(
         try:
             with h5py.File(path, "r") as f:
                 attrs = {k: str(v) for k, v in f.attrs.items()}
-        except (OSError, IsADirectoryError) as err:
+        except OSError as err:
             raise ElmoError(f"cannot read shard {path}: not an HDF5 file ({err})") from None
         if any(k not in attrs for k in SHARD_ATTRS) or LINES_DONE in attrs:
             raise ElmoError(f"{path} is not a complete shard written by `elmo embed "

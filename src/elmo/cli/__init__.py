@@ -36,13 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elmo", description="ELMo: deep contextualized word representations."
     )
     parser.add_argument("--version", action="version", version=f"elmo {__version__}")
+    threads_help = "CPU threads for torch (default: torch's choice, usually one per core)"
+    # before or after COMMAND; two names, as a subcommand's default would hide the first
+    parser.add_argument("--threads", type=int, metavar="N", dest="threads_before",
+                        help=threads_help)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         module.add_parser(sub, name)
     for command_parser in sub.choices.values():
-        command_parser.add_argument(
-            "--threads", type=int, metavar="N",
-            help="CPU threads for torch (default: torch's choice, usually one per core)")
+        command_parser.add_argument("--threads", type=int, metavar="N", help=threads_help)
         # errors found after parsing print this subcommand's usage, not the top-level one
         command_parser.set_defaults(command_parser=command_parser)
     return parser
@@ -52,10 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.threads is not None:
-        if args.threads < 1:
+    threads = args.threads if args.threads is not None else args.threads_before
+    if threads is not None:
+        if threads < 1:
             args.command_parser.error("--threads must be at least 1")
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     warnings.showwarning = _show_warning
     try:
         return args.run(args, args.command_parser) or 0

@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
         "MODEL is a released name (small, medium, original, original-5.5B), 'default', a "
         "directory in our format, or a directory holding one official options/weights pair; "
-        "or give --options and --weights instead. A missing OUTPUT directory is created.",
+        "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
+        "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
+        "replaced only with --overwrite; a missing directory is created.",
     )
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
     p.add_argument("--options", help="official options.json (with --weights, instead of MODEL)")
@@ -31,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--layers", choices=LAYER_MODES, default="all",
                    help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
     p.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
-                   help="of the stored vectors; float16 halves the file (relative error "
-                   "~5e-4). Default: float32")
+                   help="type of the stored vectors; float16 halves the file (relative "
+                   "error up to 5e-4). Default: float32")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "

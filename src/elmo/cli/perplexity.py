@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     lm, vocab = load_language_model(args.model)
     lm.to(resolve_device(args.device))
     tokenizer = args.tokenizer or recorded_tokenizer(args.model) or "whitespace"
-    sentences = iter_sentences(expand_paths([args.file]), tokenizer)
+    sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
     totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)
     if totals.n_tokens == 0:

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--min-count must be at least 1")
     if args.max_vocab is not None and args.max_vocab < 3:
         parser.error("--max-vocab must be at least 3 (<S>, </S>, <UNK>)")
-    paths = expand_paths(args.train)
+    paths = expand_paths(args.train, allow_stdin=True)
     if is_stdin(args.out):
         stats, vocab = _scan(args, paths)
         sys.stdout.write("".join(word + "\n" for word in vocab))

@@ -20,11 +20,12 @@ from elmo.tokenize import Tokenizer, get_tokenizer
 PathLike = str | os.PathLike[str]
 
 
-def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
+def expand_paths(patterns: Sequence[PathLike], allow_stdin: bool = False) -> list[Path]:
     """Expand glob patterns (each sorted) and keep plain paths, in the order given.
 
-    `-` (stdin) is kept. Raises FileNotFoundError naming a pattern or path that matches no
-    file, InputFileError for a directory.
+    `-` (stdin) is kept if `allow_stdin` (for callers that read their input once). Raises
+    FileNotFoundError naming a pattern or path that matches no file, InputFileError for a
+    directory.
     """
     if isinstance(patterns, str | os.PathLike):
         patterns = [patterns]
@@ -39,9 +40,12 @@ def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
             paths.extend(matches)
         else:
             path = Path(text)
+            if is_stdin(path) and not allow_stdin:
+                raise InputFileError("this command reads its input more than once, so it cannot "
+                                     "read stdin ('-'): save the text to a file")
             if path.is_dir():
                 raise InputFileError(f"{text!r} is a directory; use a glob like '{text}/*'")
-            if not path.is_file() and not is_stdin(path):
+            if not path.is_file() and not (allow_stdin and is_stdin(path)):
                 raise FileNotFoundError(f"no such file: {text!r}")
             paths.append(path)
     return paths

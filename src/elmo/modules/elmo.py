@@ -19,7 +19,8 @@ class Elmo(nn.Module):
     The biLM is frozen by default: it stays in eval mode and gets no gradient, while the mixes
     still train. `requires_grad=True` fine-tunes it (it then follows `train()`/`eval()`).
     `scalar_mix_parameters` fixes every mix's s to these values (not trained); `mode` picks
-    "learned" (default), "average", "top" or "layer:K" for every mix.
+    "learned" (default), "average", "top" or "layer:K" for every mix; `layer_scales` (L+1
+    constants, e.g. 1 / `LayerStore.layer_rms`) multiply the layers before every mix.
 
     Stateless: every sentence starts from a zero LSTM state, so its vectors do not depend on
     its batch, its neighbours or its padding. AllenNLP's `Elmo` is stateful: it carries each
@@ -40,6 +41,7 @@ class Elmo(nn.Module):
         keep_sentence_boundaries: bool = False,
         scalar_mix_parameters: list[float] | None = None,
         mode: str = "learned",
+        layer_scales: list[float] | None = None,
         *,
         bilm: BiLM | None = None,
     ) -> None:
@@ -63,6 +65,7 @@ class Elmo(nn.Module):
                 initial_scalar_parameters=scalar_mix_parameters,
                 trainable=scalar_mix_parameters is None,
                 mode=mode,
+                layer_scales=layer_scales,
             )
             for _ in range(num_output_representations)
         )

@@ -13,6 +13,9 @@ import torch
 from torch import nn
 
 LAYER_NORM_EPS = 1e-12
+# Adam's learning rate for s and gamma in the task recipe (benchmarks/scalar_mix.py): at the
+# task's 1e-3 the s_j move < 0.2 in 500 steps and the mix stays the average.
+MIX_LR = 0.01
 MIX_MODES = ("learned", "average", "top", "layer:K")
 
 
@@ -58,8 +61,11 @@ class ScalarMix(nn.Module):
     (s fixed at 0), "top" (the last layer only) or "layer:K" (layer K only; K = 0 is the
     context-free token layer). In the fixed modes s is not trained; gamma is, if `trainable`.
 
-    With `do_layer_norm`, each layer is first normalised over the batch's unmasked elements
-    (as the original), which makes a sentence's output depend on the rest of its batch.
+    `layer_scales` (L+1 constants, saved with the module) multiply the layers before mixing:
+    give 1 / each layer's RMS over the training data (`LayerStore.layer_rms`) so that layers of
+    different scales compete on equal terms and the weights say which layer is used. With
+    `do_layer_norm`, each layer is instead normalised over the batch's unmasked elements (as
+    the original), which makes a sentence's output depend on the rest of its batch.
     """
 
     def __init__(
@@ -69,6 +75,7 @@ class ScalarMix(nn.Module):
         initial_scalar_parameters: list[float] | None = None,
         trainable: bool = True,
         mode: str = "learned",
+        layer_scales: list[float] | None = None,
     ) -> None:
         super().__init__()
         if mixture_size < 1:
@@ -87,6 +94,11 @@ class ScalarMix(nn.Module):
             requires_grad=trainable and mode == "learned",
         )
         self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
+        if layer_scales is not None and len(layer_scales) != mixture_size:
+            raise ValueError(f"layer_scales has {len(layer_scales)} values for a mixture of "
+                             f"{mixture_size} layers")
+        scales = torch.ones(mixture_size) if layer_scales is None else torch.tensor(layer_scales)
+        self.register_buffer("layer_scales", scales.float())
 
     def normalized_weights(self) -> torch.Tensor:
         """The layer weights w (L+1,) as a tensor: softmax(s), or one-hot in top/layer:K."""
@@ -114,7 +126,7 @@ class ScalarMix(nn.Module):
         layers = range(self.mixture_size) if self.layer is None else [self.layer]
         mixed = None
         for j in layers:
-            h = tensors[j]  # (B, T, D)
+            h = tensors[j] * self.layer_scales[j]  # (B, T, D)
             if self.do_layer_norm:
                 h = masked_layer_norm(h, mask)
             term = w[j] * h
@@ -127,7 +139,10 @@ class ScalarMix(nn.Module):
 
 
 def parameter_groups(
-    model: nn.Module, lr: float, mix_lr: float | None = None, exclude: Iterable[nn.Parameter] = ()
+    model: nn.Module,
+    lr: float,
+    mix_lr: float | None = MIX_LR,
+    exclude: Iterable[nn.Parameter] = (),
 ) -> list[dict[str, object]]:
     """Optimizer parameter groups: "task", every trainable parameter of `model` at `lr`, and
     "mix", the s and gamma of every ScalarMix in it at `mix_lr` (`lr` if None). Frozen

@@ -75,6 +75,17 @@ def build_labels(examples: Sequence) -> list[str]:
     return sorted({t for e in examples for t in targets_of(e)})
 
 
+def require_targets(examples: Sequence, path: str | Path) -> None:
+    """Every example must have its gold tags or label (training and scoring need them)."""
+    for example in examples:
+        targets = targets_of(example)
+        if not targets or "" in targets:
+            what = "tag column" if isinstance(example, TaggedSentence) else "label"
+            raise InputFileError(f"{path}, line {example.line}: no {what}; training and "
+                                 "evaluation need gold tags or labels (check the format "
+                                 "options)")
+
+
 def check_labels(examples: Sequence, labels: Sequence[str], path: str | Path,
                  train_path: str | Path) -> None:
     """Every gold tag or label of `examples` must occur in the training file."""

@@ -8,18 +8,17 @@ written back in the input's format (:func:`write_predictions`). Bad input raises
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
+from elmo.textfile import read_lines
 from elmo.tokenize import get_tokenizer
 
 FORMATS = ("conll", "conllu", "label-text", "tsv")
 SCHEMES = ("iob1", "iob2", "bioes")
-ENCODING_ERRORS = ("strict", "replace")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
 
@@ -71,38 +70,11 @@ Example = TaggedSentence | LabeledText | LabeledPair
 
 
 def numbered_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
-    """(1-based number, text without its line ending) for every line of a plain or .gz file.
-
-    A line that is not UTF-8 raises InputFileError naming the file and line, unless
-    `encoding_errors="replace"`. A byte-order mark at the start is dropped.
-    """
-    if encoding_errors not in ENCODING_ERRORS:
-        raise ValueError(f"encoding_errors must be one of {ENCODING_ERRORS}")
-    path = Path(path)
-    if path.is_dir():
-        raise InputFileError(f"input {path} is a directory, not a text file")
-    if not path.exists():
-        raise InputFileError(f"input file not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        number = 0
-        try:
-            for number, raw in enumerate(f, start=1):  # noqa: B007 - read after the loop
-                try:
-                    text = raw.decode("utf-8", errors=encoding_errors)
-                except UnicodeDecodeError as err:
-                    raise InputFileError(
-                        f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte "
-                        f"{err.start}); convert the file to UTF-8 or pass --encoding-errors "
-                        "replace"
-                    ) from None
-                if number == 1 and text.startswith("\ufeff"):
-                    text = text[1:]
-                yield number, text.rstrip("\r\n")
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(
-                f"{path}, after line {number}: not a complete gzip file ({err})"
-            ) from None
+    """(1-based number, text without its line ending) for every line of a plain or .gz file:
+    `elmo.textfile.read_lines`, the project's one text reader (a line that is not UTF-8
+    raises InputFileError naming the file and line, unless `encoding_errors="replace"`)."""
+    for number, text in read_lines(path, encoding_errors):
+        yield number + 1, text
 
 
 def _blocks(path: Path, encoding_errors: str) -> Iterator[list[tuple[int, str]]]:
