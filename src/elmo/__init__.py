@@ -5,7 +5,7 @@ from elmo.config import BiLMConfig
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
-from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder
+from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, Elmo, ScalarMix
 from elmo.pretrained import load_pretrained
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
@@ -16,8 +16,10 @@ __all__ = [
     "BiLMConfig",
     "BiLMOutput",
     "CharCNNEncoder",
+    "Elmo",
     "ElmoError",
     "Embedder",
+    "ScalarMix",
     "TOKENIZER_NAMES",
     "Tokenizer",
     "batch_to_ids",

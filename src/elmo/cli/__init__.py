@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from elmo import __version__
-from elmo.cli import embed, export, merge, perplexity, train, vocab
+from elmo.cli import analyze, embed, export, merge, perplexity, task, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
@@ -22,6 +22,8 @@ SUBCOMMANDS = {
     "vocab": vocab,
     "perplexity": perplexity,
     "export": export,
+    "task": task,
+    "analyze": analyze,
 }
 
 
