@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "checkpoint.safetensors, metrics.jsonl and the model (config.json + model.safetensors, "
         "softmax included: the best on --valid, else the last), which `elmo embed OUT ...` "
         "loads. Run the same command again to resume after an interruption: with the same "
-        "number of torch threads (OMP_NUM_THREADS) and device, the result is bit-identical to "
+        "number of torch threads (--threads) and device, the result is bit-identical to "
         "an uninterrupted run, as are two runs of the same command. For several processes or "
         "GPUs, launch with `torchrun --nproc-per-node N -m elmo train ...`.",
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 
 
@@ -21,13 +22,17 @@ class LayerGroup:
     params: list[nn.Parameter]
 
 
+def bilm_layer_groups(bilm: BiLM) -> list[LayerGroup]:
+    """The L + 1 groups of a biLM, bottom (token encoder) to top (LSTM layer L)."""
+    groups = [LayerGroup("token_encoder", list(bilm.token_encoder.parameters()))]
+    for k, layer in enumerate(bilm.lstm.layers):
+        groups.append(LayerGroup(f"lstm_{k + 1}", list(layer.parameters())))
+    return groups
+
+
 def layer_groups(lm: BiLanguageModel) -> list[LayerGroup]:
     """The L + 2 groups, bottom (token encoder) to top (softmax)."""
-    groups = [LayerGroup("token_encoder", list(lm.bilm.token_encoder.parameters()))]
-    for k, layer in enumerate(lm.bilm.lstm.layers):
-        groups.append(LayerGroup(f"lstm_{k + 1}", list(layer.parameters())))
-    groups.append(LayerGroup("softmax", list(lm.softmax.parameters())))
-    return groups
+    return [*bilm_layer_groups(lm.bilm), LayerGroup("softmax", list(lm.softmax.parameters()))]
 
 
 def discriminative_lrs(lr: float, n_groups: int, factor: float = 1.0) -> list[float]:

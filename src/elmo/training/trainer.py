@@ -227,7 +227,7 @@ class Trainer:
         if ckpt.threads is not None and ckpt.threads != threads:
             self._say(f"warning: the checkpoint was written with {ckpt.threads} torch threads, "
                       f"this process has {threads}: the run goes on, but not bit-identical to "
-                      f"an uninterrupted one (OMP_NUM_THREADS={ckpt.threads} would be)")
+                      f"an uninterrupted one (--threads {ckpt.threads} would be)")
         return ckpt
 
     # ---- the run --------------------------------------------------------------------

@@ -1,0 +1,361 @@
+"""+ELMo on five tasks (the paper's Tables 1-3 in small): test scores of task models trained
+through `elmo.tasks.recipe.train_task` with and without the biLM's layers, mean and std over
+seeds; the epoch speed over cached layers against recomputing the biLM; peak memory against
+dataset size.
+
+Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy),
+SICK entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when
+there is none). Columns: the task model alone; layer 0 only (static, context-free); the top
+layer only; the average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the task
+RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's training text,
+on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
+
+Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
+(whole test sets), so that the whole table fits in about 3 hours of this machine's CPU.
+
+    python benchmarks/tasks.py [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
+    python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
+
+Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
+`--work-dir`: run again with the same one to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from common import DATA, REPO, add_run_options, machine_info, open_text, results_file, write_json
+
+from elmo.errors import ElmoError
+from elmo.pretrained import default_model_dir, load_bilm
+from elmo.tasks.recipe import TaskConfig, train_task
+
+
+@dataclass
+class Task:
+    """A shared data set and how `elmo task train` reads it."""
+
+    name: str
+    task: str
+    format: str
+    train: Path
+    dev: Path | None  # None: the last `held_out` examples of train
+    test: Path
+    options: dict[str, Any] = field(default_factory=dict)
+    header: bool = False  # tsv: the first line names the columns
+    blocks: bool = False  # examples are blank-line-separated blocks (conll, conllu)
+    chinese: bool = False  # needs the Chinese biLM
+    held_out: int = 3000
+
+
+TASKS = [
+    Task("CoNLL-2003 NER", "tagging", "conll", DATA / "conll2003/eng.train",
+         DATA / "conll2003/eng.testa", DATA / "conll2003/eng.testb",
+         {"scheme": "iob1", "tag_column": -1}, blocks=True),
+    Task("UD EWT POS", "tagging", "conllu", DATA / "ud-english-ewt/en_ewt-ud-train.conllu.gz",
+         DATA / "ud-english-ewt/en_ewt-ud-dev.conllu",
+         DATA / "ud-english-ewt/en_ewt-ud-test.conllu", {"tag": "upos"}, blocks=True),
+    Task("SST-5", "classification", "label-text", DATA / "sst5/stsa.fine.train",
+         DATA / "sst5/stsa.fine.dev", DATA / "sst5/stsa.fine.test"),
+    Task("SICK entailment", "pair", "tsv", DATA / "sick/SICK_train.txt",
+         DATA / "sick/SICK_trial.txt", DATA / "sick/SICK_test_annotated.txt",
+         {"text_columns": ["sentence_A", "sentence_B"],
+          "label_column": "entailment_judgment"}, header=True),
+    Task("MSRA NER", "tagging", "conll", DATA / "msra-ner/msra_train_bio.gz", None,
+         DATA / "msra-ner/msra_test_bio", {"scheme": "iob2"}, blocks=True, chinese=True),
+]
+
+# column -> TaskConfig fields; "elmo" is filled in per task (the biLM, or the adapted one)
+COLUMNS: dict[str, dict[str, Any]] = {
+    "alone": {"elmo": None},
+    "layer 0": {"elmo_mix": "layer:0"},
+    "top": {"elmo_mix": "top"},
+    "average": {"elmo_mix": "average"},
+    "learned, l2 0.001": {"elmo_mix": "learned", "l2": 0.001},
+    "learned, l2 1": {"elmo_mix": "learned", "l2": 1.0},
+    "input & output": {"elmo_mix": "learned", "l2": 0.001, "elmo_at": "both"},
+    "adapted biLM": {"elmo_mix": "learned", "l2": 0.001, "adapted": True},
+    "fine-tuned biLM": {"elmo_mix": "learned", "l2": 0.001, "fine_tune": True},
+}
+ADAPTED_TASKS = ("UD EWT POS", "SST-5")
+FINE_TUNED_TASKS = ("SST-5",)
+
+
+# ---- data slices -------------------------------------------------------------------------
+
+
+def read_examples(task: Task, path: Path) -> tuple[list[str], list[str]]:
+    """(header lines, examples as text) of a file in the task's format."""
+    with open_text(path) as f:
+        text = f.read()
+    if task.blocks:
+        blocks = [b.strip("\n") for b in text.split("\n\n") if b.strip()]
+        header = [b for b in blocks[:1] if b.startswith("-DOCSTART-")]
+        return header, [b for b in blocks if not b.startswith("-DOCSTART-")]
+    lines = [line for line in text.split("\n") if line.strip()]
+    return (lines[:1], lines[1:]) if task.header else ([], lines)
+
+
+def write_examples(task: Task, header: list[str], examples: list[str], out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sep = "\n\n" if task.blocks else "\n"
+    out.write_text(sep.join(header + examples) + "\n", encoding="utf-8")
+    return out
+
+
+def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Path]:
+    """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size in a
+    quick run) written under `work/data/`."""
+    folder = work / "data" / task.name.replace(" ", "_")
+    header, train = read_examples(task, task.train)
+    if task.dev is None:
+        train, dev = train[: -task.held_out], train[-task.held_out :]
+    else:
+        dev = read_examples(task, task.dev)[1]
+    test = read_examples(task, task.test)[1]
+    return {
+        "train": write_examples(task, header, train[: args.train_size], folder / "train"),
+        "dev": write_examples(task, header, dev[: args.dev_size], folder / "dev"),
+        "test": write_examples(task, header, test[: args.test_size], folder / "test"),
+    }
+
+
+def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
+    """The training text, one sentence per line (for adapting the biLM)."""
+    from elmo.tasks.data import flat_sentences
+    from elmo.tasks.readers import read_dataset
+
+    examples = read_dataset(files["train"], task.format, **task.options)
+    return [" ".join(s) for s in flat_sentences(examples)]
+
+
+# ---- the biLMs ---------------------------------------------------------------------------
+
+
+def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Path) -> str:
+    """Continue training the biLM on the task's training text (paper section 2.4) with the
+    ULMFiT options of `elmo train --init-from`; returns the model directory."""
+    from common import run_training
+
+    from elmo.training import TrainConfig
+
+    out = work / "adapted" / task.name.replace(" ", "_")
+    text = out.parent / f"{out.name}.txt"
+    text.parent.mkdir(parents=True, exist_ok=True)
+    text.write_text("\n".join(train_sentences(task, files)) + "\n", encoding="utf-8")
+    base = args.model if args.model != "default" else str(default_model_dir())
+    config = TrainConfig(train=[str(text)], init_from=base, optimizer="adam", lr=1e-3,
+                         discriminative_lr=2.6, schedule="slanted-triangular",
+                         max_steps=args.adapt_steps, max_minutes=args.adapt_minutes,
+                         checkpoint_every=10**9, eval_every=10**9, log_every=10**9,
+                         device="cpu", seed=0)
+    start = time.perf_counter()
+    run = run_training(config, out)
+    print(f"  adapted the biLM on {task.name}: {run.steps} steps, "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
+    return str(out)
+
+
+# ---- the table ---------------------------------------------------------------------------
+
+
+def run_cell(task: Task, column: str, elmo: str | None, files: dict[str, Path], seed: int,
+             args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """One task model trained and tested (or the finished run's result, when resumed)."""
+    options = {k: v for k, v in COLUMNS[column].items() if k != "adapted"}
+    options.setdefault("elmo", elmo)
+    out = work / "runs" / task.name.replace(" ", "_") / column.replace(" ", "_") / f"seed{seed}"
+    config = TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
+                        dev=str(files["dev"]), test=str(files["test"]), out=str(out), seed=seed,
+                        epochs=args.epochs, cache_dir=str(args.cache_dir), device="cpu",
+                        progress=False, **task.options, **options)
+    start = time.perf_counter()
+    result = train_task(config)
+    result["wall_seconds"] = time.perf_counter() - start
+    return result
+
+
+def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for task in tasks:
+        elmo = args.zh_model if task.chinese else args.model
+        if task.chinese and not model_available(elmo):
+            print(f"{task.name}: skipped, no Chinese biLM {elmo!r} (give --zh-model)")
+            rows[task.name] = {"skipped": f"no Chinese biLM {elmo!r}"}
+            continue
+        files = task_files(task, args, work)
+        print(f"{task.name} ({elmo}):", flush=True)
+        row: dict[str, Any] = {}
+        for column, options in COLUMNS.items():
+            if options.get("adapted") and task.name not in ADAPTED_TASKS:
+                continue
+            if options.get("fine_tune") and task.name not in FINE_TUNED_TASKS:
+                continue
+            model = adapt(task, files, args, work) if options.get("adapted") else elmo
+            runs = [run_cell(task, column, model, files, seed, args, work)
+                    for seed in range(args.seeds)]
+            scores = [r["test"] for r in runs]
+            row[column] = {"mean": statistics.fmean(scores),
+                           "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+                           "metric": runs[0]["metric"], "runs": runs}
+            print(f"  {column:20s} {format_cell(row[column])}  "
+                  f"({sum(r['wall_seconds'] for r in runs):.0f} s)", flush=True)
+        rows[task.name] = row
+    return rows
+
+
+def format_cell(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return f"{'':>13s}"
+    return f"{cell['mean']:6.2f} ± {cell['std']:4.2f}"
+
+
+def print_table(rows: dict[str, Any]) -> None:
+    names = list(COLUMNS)
+    print("\n| task | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for task, row in rows.items():
+        if "skipped" in row:
+            print(f"| {task} | {row['skipped']} |")
+            continue
+        print(f"| {task} | " + " | ".join(format_cell(row.get(c)).strip() or "-"
+                                         for c in names) + " |")
+
+
+def model_available(model: str) -> bool:
+    try:
+        load_bilm(model, progress=False)
+    except ElmoError:
+        return False
+    return True
+
+
+# ---- speed and memory --------------------------------------------------------------------
+
+
+def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Seconds of one training epoch of the EWT POS tagger (ELMo at the input, learned mix)
+    over cached layers and over layers the biLM recomputes for every batch."""
+    from elmo.tasks.data import Encoded, build_labels, build_vocab
+    from elmo.tasks.recipe import Run, read_split
+
+    task = TASKS[1]
+    files = task_files(task, args, work)
+    config = TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
+                        dev=str(files["dev"]), out=str(work / "speed"), elmo=args.model,
+                        cache_dir=str(args.cache_dir), device="cpu", progress=False,
+                        **task.options)
+    train = read_split(config, config.train)
+    run = Run(config, build_vocab(train), build_labels(train))
+    encoded = Encoded(train, run.vocab, run.labels)
+    store = run.layers(train)  # built before the clock starts: the cache exists
+    optimizer = torch.optim.Adam(run.model.parameters(), lr=1e-3)
+
+    def epoch(recompute: bool) -> float:
+        start = time.perf_counter()
+        run.model.train()
+        for indices in encoded.batches(config.batch_size, 0):
+            batch = encoded.batch(indices)
+            if recompute:
+                with torch.no_grad():
+                    layers = run.bilm(batch.char_ids).layers
+            else:
+                layers = store.batch(batch.sentence_ids)[0]
+            loss = run.model.task.loss(run.model(batch, layers), batch.targets, batch.mask)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return time.perf_counter() - start
+
+    cached, recomputed = epoch(False), epoch(True)
+    result = {"sentences": len(train), "cached_seconds": cached,
+              "recomputed_seconds": recomputed, "speedup": recomputed / cached}
+    print(f"epoch over {len(train)} EWT sentences: cached layers {cached:.1f} s, biLM "
+          f"recomputed {recomputed:.1f} s: {result['speedup']:.1f}x", flush=True)
+    return result
+
+
+def peak_memory(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """Peak RSS of a whole task run (a fresh process each) at growing training-set sizes."""
+    rows = []
+    for size in args.memory_sizes:
+        cmd = [sys.executable, __file__, "--memory-run", str(size), "--work-dir", str(work),
+               "--model", args.model, "--cache-dir", str(args.cache_dir)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"peak RSS of a task run on {size} EWT sentences: "
+              f"{rows[-1]['peak_rss_mb']:.0f} MB", flush=True)
+    return rows
+
+
+def memory_run(size: int, args: argparse.Namespace, work: Path) -> None:
+    """One EWT POS run on `size` sentences (one epoch); prints its peak RSS as JSON."""
+    args.train_size, args.dev_size, args.test_size, args.epochs = size, 200, 200, 1
+    task = TASKS[1]
+    files = task_files(task, args, work / f"memory{size}")
+    run_cell(task, "learned, l2 0.001", args.model, files, 0, args, work / f"memory{size}")
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"train_sentences": size, "peak_rss_mb": peak_kb / 1024}))
+
+
+# ---- main --------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", default="default", help="the English biLM")
+    parser.add_argument("--zh-model", default="default-zh", help="the Chinese biLM (MSRA)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per cell")
+    parser.add_argument("--epochs", type=int, default=5, help="task training epochs")
+    parser.add_argument("--train-size", type=int, default=2000, help="training examples")
+    parser.add_argument("--dev-size", type=int, default=1000, help="dev examples")
+    parser.add_argument("--test-size", type=int, default=None, help="test examples (all)")
+    parser.add_argument("--adapt-steps", type=int, default=300, help="biLM adaptation steps")
+    parser.add_argument("--adapt-minutes", type=float, default=10.0,
+                        help="biLM adaptation time limit per task")
+    parser.add_argument("--tasks", nargs="+", choices=[t.name for t in TASKS], metavar="TASK",
+                        help="only these tasks (default: all)")
+    parser.add_argument("--cache-dir", type=Path, help="feature cache (default: WORK/features)")
+    parser.add_argument("--memory-sizes", type=int, nargs="+", default=[500, 2000, 8000],
+                        help="training-set sizes of the peak-memory runs")
+    parser.add_argument("--memory-run", type=int, help=argparse.SUPPRESS)
+    add_run_options(parser, "smoke run on slices (100 train / 50 dev / 50 test), one seed, "
+                    "one epoch: minutes")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.epochs, args.train_size, args.dev_size = 1, 1, 100, 50
+        args.test_size, args.adapt_steps, args.memory_sizes = 50, 5, [100, 400]
+    with tempfile.TemporaryDirectory(prefix="elmo-bench-tasks-") as tmp:
+        work = args.work_dir or Path(tmp)
+        args.cache_dir = args.cache_dir or work / "features"
+        if args.memory_run:
+            memory_run(args.memory_run, args, work)
+            return
+        info = machine_info()
+        start = time.perf_counter()
+        tasks = [t for t in TASKS if not args.tasks or t.name in args.tasks]
+        rows = table(tasks, args, work)
+        speed = epoch_speed(args, work)
+        memory = peak_memory(args, work)
+        print_table(rows)
+        write_json(args.out or results_file("tasks.json", args.quick), {
+            "model": args.model, "zh_model": args.zh_model, "seeds": args.seeds,
+            "epochs": args.epochs, "train_size": args.train_size, "dev_size": args.dev_size,
+            "test_size": args.test_size, "wall_seconds": time.perf_counter() - start,
+            "machine": info, "table": rows, "epoch_speed": speed, "peak_memory": memory})
+
+
+if __name__ == "__main__":
+    main()

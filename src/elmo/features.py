@@ -1,0 +1,213 @@
+"""Feature cache: a dataset's biLM layers computed once, stored in HDF5, read per batch.
+
+With a frozen biLM every run over a dataset (other seeds, mixes, placements, task models)
+needs the same L+1 layers of the same sentences. `cached_layers` computes them once with the
+Embedder and stores them in the layout of `elmo embed --layers all` (one dataset per sentence,
+named by its index, (L+1, n_i, 2P), plus `sentence_to_index`) under a key of the model's
+weights, the sentences' content and the options. The file is written as `KEY.hdf5.partial`
+(resumed after a kill) and renamed when complete, so a later run trusts only complete entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from elmo.embed import Embedder
+from elmo.errors import ElmoError
+from elmo.hdf5_output import open_partial, write_index
+from elmo.hub import cache_dir as model_cache_dir
+from elmo.modules.bilm import BiLM
+from elmo.pretrained import load_bilm
+
+FORMAT_VERSION = "2"
+STORAGE_DTYPES = ("float32", "float16")
+
+
+def default_cache_dir() -> Path:
+    """`features/` in the model cache (`$ELMO_CACHE`, else `$XDG_CACHE_HOME/elmo`, else
+    `~/.cache/elmo`)."""
+    return model_cache_dir() / "features"
+
+
+def model_identity(bilm: BiLM) -> str:
+    """sha256 of a biLM's architecture and every weight: equal iff its layers are equal."""
+    digest = hashlib.sha256(json.dumps(bilm.config.to_dict(), sort_keys=True).encode())
+    for name, tensor in sorted(bilm.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def cache_key(bilm: BiLM, sentences: Sequence[Sequence[str]], dtype: str) -> str:
+    """The name of a cache entry: model identity + sentences' content + storage options."""
+    digest = hashlib.sha256(f"elmo-features {FORMAT_VERSION} {dtype}\n".encode())
+    digest.update(model_identity(bilm).encode())
+    digest.update(json.dumps([list(s) for s in sentences], ensure_ascii=False).encode())
+    return digest.hexdigest()[:32]
+
+
+class LayerStore:
+    """A complete cache entry, read one sentence or one batch at a time.
+
+    `store[i]` -> (L+1, n_i, 2P) float32; `store.batch(indices)` -> layers (L+1, B, T, 2P)
+    and mask (B, T), padded to the batch's longest sentence. `store.layer_rms` (L+1 floats):
+    each layer's root mean square element over all the sentences (for `ScalarMix`'s
+    `layer_scales`, 1 / rms). Only the asked-for sentences are
+    read, so memory does not grow with the dataset. The file opens lazily (again in a forked
+    worker process).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: h5py.File | None = None
+        self._pid = -1
+        attrs = self._h5().attrs
+        try:
+            self.num_sentences = int(attrs["num_sentences"])
+            self.num_layers = int(attrs["num_layers"])
+            self.dim = int(attrs["dim"])
+            self.layer_rms = [float(x) for x in attrs["layer_rms"]]
+        except KeyError:
+            self.close()
+            raise
+
+    def _h5(self) -> h5py.File:
+        if self._file is None or self._pid != os.getpid():
+            self._file, self._pid = h5py.File(self.path, "r"), os.getpid()
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
+
+    def __enter__(self) -> LayerStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_sentences
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not 0 <= i < self.num_sentences:
+            raise IndexError(f"sentence {i} of a store of {self.num_sentences}")
+        return self._h5()[str(i)][...].astype(np.float32, copy=False)
+
+    def length(self, i: int) -> int:
+        """The number of tokens of sentence i (read from the file's metadata, not its data)."""
+        return int(self._h5()[str(i)].shape[1])
+
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sentences `indices` as layers (L+1, B, T, 2P) float32 and mask (B, T) bool."""
+        arrays = [self[i] for i in indices]
+        longest = max((a.shape[1] for a in arrays), default=0)
+        layers = torch.zeros(self.num_layers, len(arrays), longest, self.dim)
+        mask = torch.zeros(len(arrays), longest, dtype=torch.bool)
+        for b, a in enumerate(arrays):
+            layers[:, b, : a.shape[1]] = torch.from_numpy(a)
+            mask[b, : a.shape[1]] = True
+        return layers, mask
+
+
+def cached_layers(
+    model: str | Path | BiLM | None,
+    sentences: Sequence[Sequence[str]],
+    cache_dir: str | Path | None = None,
+    device: str | torch.device | None = None,
+    *,
+    dtype: str = "float32",
+    batch_size: int = 64,
+    progress: bool = True,
+) -> LayerStore:
+    """The L+1 layers of every sentence, computed once per (model, sentences, dtype).
+
+    `model` is anything `elmo embed` takes (a name or a directory; None for the shipped
+    model) or a BiLM. The first call embeds the sentences (stateless, so each sentence's
+    layers do not depend on the others) into `cache_dir` (default `default_cache_dir()`);
+    later calls with the same model weights, sentences and `dtype` only open the file.
+    `dtype="float16"` halves the file (values rounded to fp16; read back as float32).
+    """
+    if dtype not in STORAGE_DTYPES:
+        raise ElmoError(f"feature cache dtype must be one of {STORAGE_DTYPES}, got {dtype!r}")
+    bilm = model if isinstance(model, BiLM) else load_bilm(model, progress=progress)
+    key = cache_key(bilm, sentences, dtype)
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = directory / f"{key}.hdf5"
+    store = _open_complete(path, key, len(sentences))
+    if store is not None:
+        return store
+    directory.mkdir(parents=True, exist_ok=True)
+    _compute(Embedder(bilm, device=device, batch_size=batch_size), sentences, path, key, dtype,
+             progress)
+    store = _open_complete(path, key, len(sentences))
+    if store is None:
+        raise ElmoError(f"the feature cache entry {path} was written but cannot be read back")
+    return store
+
+
+def _open_complete(path: Path, key: str, n: int) -> LayerStore | None:
+    """The entry at `path` if it is a complete one for `key` with `n` sentences, else None."""
+    if not path.exists():
+        return None
+    try:
+        store = LayerStore(path)
+        key_ok = store._h5().attrs.get("key") == key
+    except (OSError, KeyError):  # unreadable or not one of ours: recompute it
+        return None
+    if key_ok and len(store) == n:
+        return store
+    store.close()
+    return None
+
+
+def _compute(
+    embedder: Embedder,
+    sentences: Sequence[Sequence[str]],
+    path: Path,
+    key: str,
+    dtype: str,
+    progress: bool,
+) -> None:
+    """Embed `sentences` into `path.partial` (resuming a killed run of the same key), then
+    rename it to `path`."""
+    partial = path.with_name(path.name + ".partial")
+    bilm = embedder.model
+    with open_partial(partial, {"key": key}) as out:
+        done = int(out.attrs["lines_done"])
+        with tqdm(total=len(sentences), initial=done, unit="sentence", disable=not progress,
+                  desc="caching biLM layers") as bar:
+            for i, layers in embedder.iter_embeddings(sentences[done:]):
+                name = str(done + i)
+                if name in out:  # left over from a killed run
+                    del out[name]
+                out.create_dataset(name, data=layers.astype(dtype, copy=False))
+                if (done + i + 1) % (16 * embedder.batch_size) == 0:
+                    out.attrs["lines_done"] = done + i + 1
+                    out.flush()
+                bar.update(1)
+        write_index(out, {" ".join(s): str(i) for i, s in enumerate(sentences)})
+        out.attrs.update({"num_sentences": len(sentences), "num_layers": bilm.num_layers,
+                          "dim": bilm.config.output_dim, "dtype": dtype,
+                          "layer_rms": _layer_rms(out, len(sentences), bilm.num_layers)})
+    os.replace(partial, path)
+
+
+def _layer_rms(out: h5py.File, n: int, num_layers: int) -> list[float]:
+    """Each layer's root mean square element over the n sentences of `out` (read one by one)."""
+    squares, count = np.zeros(num_layers), 0
+    for i in range(n):
+        layers = out[str(i)][...].astype(np.float64)  # (L+1, n_i, 2P)
+        squares += (layers**2).sum(axis=(1, 2))
+        count += layers[0].size
+    return ((squares / max(count, 1)) ** 0.5).tolist()

@@ -1,0 +1,1 @@
+"""Task models that use ELMo (tagging, classification, sentence pairs), their data and recipe."""

@@ -1,0 +1,72 @@
+"""The part every task model shares: words (+ ELMo) -> BiLSTM states (+ ELMo)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+PAD, UNK = 0, 1  # word ids reserved in every task vocabulary
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int
+    embedding_dim: int = 100
+    hidden_dim: int = 128  # per direction
+    num_layers: int = 2
+    dropout: float = 0.3
+    elmo_input_dim: int = 0  # D of ELMo concatenated to the word embeddings (0: none)
+    elmo_output_dim: int = 0  # D of ELMo concatenated to the BiLSTM states (0: none)
+
+    @property
+    def output_dim(self) -> int:
+        return 2 * self.hidden_dim + self.elmo_output_dim
+
+
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A batch-first LSTM over the unmasked prefix of each row: padding never reaches it,
+    so a sentence's states do not depend on its batch. Padded positions come out as 0."""
+    lengths = mask.sum(1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, _ = lstm(packed)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+    return out
+
+
+class WordEncoder(nn.Module):
+    """Trainable word embeddings, [; ELMo], dropout, BiLSTM, [; ELMo], dropout."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD)
+        self.lstm = nn.LSTM(config.embedding_dim + config.elmo_input_dim, config.hidden_dim,
+                            num_layers=config.num_layers, bidirectional=True, batch_first=True,
+                            dropout=config.dropout if config.num_layers > 1 else 0.0)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        word_ids: torch.Tensor,  # (B, T)
+        mask: torch.Tensor,  # (B, T) bool
+        elmo_input: torch.Tensor | None = None,  # (B, T, elmo_input_dim)
+        elmo_output: torch.Tensor | None = None,  # (B, T, elmo_output_dim)
+    ) -> torch.Tensor:  # (B, T, output_dim)
+        _check_elmo("elmo_input", elmo_input, self.config.elmo_input_dim)
+        _check_elmo("elmo_output", elmo_output, self.config.elmo_output_dim)
+        x = self.embed(word_ids)  # (B, T, E)
+        if elmo_input is not None:
+            x = torch.cat([x, elmo_input], dim=-1)  # (B, T, E + D)
+        h = run_lstm(self.lstm, self.dropout(x), mask)  # (B, T, 2H)
+        if elmo_output is not None:
+            h = torch.cat([h, elmo_output], dim=-1)  # (B, T, 2H + D)
+        return self.dropout(h)
+
+
+def _check_elmo(name: str, tensor: torch.Tensor | None, dim: int) -> None:
+    if (tensor is None) != (dim == 0) or (tensor is not None and tensor.shape[-1] != dim):
+        got = "none" if tensor is None else f"dimension {tensor.shape[-1]}"
+        raise ValueError(f"{name}: the model was built for dimension {dim}, got {got}")

@@ -1,0 +1,52 @@
+"""Task metrics in 0..100: span F1 (seqeval, scheme-aware) and accuracy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+METRICS = ("span-f1", "accuracy")
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB1 (I- starts a span unless it continues one of the same type; B- only between
+    adjacent spans of one type) -> IOB2 (every span starts with B-)."""
+    out = []
+    previous = "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        previous = tag
+    return out
+
+
+def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
+            scheme: str = "iob2") -> float:
+    """Micro-averaged F1 of exact spans (CoNLL's measure) for tag sequences in `scheme`
+    ("iob1", "iob2" or "bioes"). IOB1 is converted to IOB2 first; then seqeval's strict mode,
+    in which a span counts only if its tags are valid in the scheme."""
+    try:
+        from seqeval.metrics import f1_score
+        from seqeval.scheme import IOB2, IOBES
+    except ImportError as err:
+        raise ImportError("span F1 needs seqeval: pip install 'elmo[tasks]'") from err
+    if scheme not in ("iob1", "iob2", "bioes"):
+        raise ValueError(f"scheme must be iob1, iob2 or bioes, got {scheme!r}")
+    if scheme == "iob1":
+        gold = [iob1_to_iob2(s) for s in gold]
+        predicted = [iob1_to_iob2(s) for s in predicted]
+    mode = IOBES if scheme == "bioes" else IOB2
+    return 100.0 * f1_score([list(s) for s in gold], [list(s) for s in predicted],
+                            mode="strict", scheme=mode, zero_division=0)
+
+
+def accuracy(gold: Sequence, predicted: Sequence) -> float:
+    """Percentage of equal items; sequences of sequences (tags) are compared token by token."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold items but {len(predicted)} predictions")
+    if gold and isinstance(gold[0], list | tuple):
+        gold = [t for s in gold for t in s]
+        predicted = [t for s in predicted for t in s]
+    if not gold:
+        raise ValueError("accuracy of nothing: no gold items")
+    return 100.0 * sum(g == p for g, p in zip(gold, predicted, strict=True)) / len(gold)

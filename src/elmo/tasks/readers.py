@@ -1,0 +1,323 @@
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text and TSV.
+
+Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
+remembering the 1-based line it starts on and its source lines, so predictions can be
+written back in the input's format (:func:`write_predictions`). Bad input raises
+:class:`~elmo.errors.InputFileError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elmo.atomic import atomic_write_text
+from elmo.errors import InputFileError
+from elmo.textfile import read_lines
+from elmo.tokenize import get_tokenizer
+
+FORMATS = ("conll", "conllu", "label-text", "tsv")
+SCHEMES = ("iob1", "iob2", "bioes")
+CONLLU_TAGS = {"upos": 3, "xpos": 4}
+DOCSTART = "-DOCSTART-"
+
+
+@dataclass
+class TaggedSentence:
+    """A sentence with one tag per token (`tags` is empty when the file has no tag column)."""
+
+    tokens: list[str]
+    tags: list[str]
+    line: int = 0  # 1-based line of the first token
+    rows: list[str] = field(default_factory=list, repr=False)  # source lines, comments too
+    token_rows: list[int] = field(default_factory=list, repr=False)  # row of each token
+
+    def add_row(self, row: str, token: str | None = None, tag: str | None = None) -> None:
+        """Append a source line, and the token (and tag) it holds, if any."""
+        self.rows.append(row)
+        if token is not None:
+            self.tokens.append(token)
+            self.token_rows.append(len(self.rows) - 1)
+        if tag is not None:
+            self.tags.append(tag)
+
+
+@dataclass
+class LabeledText:
+    """A sentence with one label."""
+
+    tokens: list[str]
+    label: str
+    line: int = 0
+    row: str = field(default="", repr=False)  # the source line
+    header: list[str] | None = field(default=None, repr=False)  # tsv: the column names
+
+
+@dataclass
+class LabeledPair:
+    """Two sentences with one label (entailment, paraphrase ...)."""
+
+    tokens_a: list[str]
+    tokens_b: list[str]
+    label: str
+    line: int = 0
+    row: str = field(default="", repr=False)
+    header: list[str] | None = field(default=None, repr=False)
+
+
+Example = TaggedSentence | LabeledText | LabeledPair
+
+
+def numbered_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """(1-based number, text without its line ending) for every line of a plain or .gz file:
+    `elmo.textfile.read_lines`, the project's one text reader (a line that is not UTF-8
+    raises InputFileError naming the file and line, unless `encoding_errors="replace"`)."""
+    for number, text in read_lines(path, encoding_errors):
+        yield number + 1, text
+
+
+def _blocks(path: Path, encoding_errors: str) -> Iterator[list[tuple[int, str]]]:
+    """Groups of consecutive non-blank lines (sentences of the CoNLL formats)."""
+    block: list[tuple[int, str]] = []
+    for number, text in numbered_lines(path, encoding_errors):
+        if text.strip():
+            block.append((number, text))
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _check_tags(path: Path, number: int, tag: str, scheme: str | None) -> None:
+    """A tag must be O or PREFIX-TYPE with a prefix of `scheme` (no check for None)."""
+    if scheme is None or tag == "O":
+        return
+    prefixes = {"iob1": "IB", "iob2": "IB", "bioes": "BIES"}[scheme]
+    if len(tag) < 3 or tag[1] != "-" or tag[0] not in prefixes:
+        raise InputFileError(
+            f"{path}, line {number}: tag {tag!r} is not O or one of "
+            f"{', '.join(p + '-TYPE' for p in prefixes)} as --scheme {scheme} expects"
+        )
+
+
+def _tag_index(n_columns: int, token_column: int, tag_column: int) -> int | None:
+    """Index of the tag column in a row of `n_columns`, None when the row has none."""
+    index = tag_column if tag_column >= 0 else n_columns + tag_column
+    if index < 0 or index >= n_columns or index == token_column % n_columns:
+        return None
+    return index
+
+
+def _nonempty(path: Path, examples: list, what: str) -> list:
+    if not examples:
+        raise InputFileError(f"{path} holds no {what}; check the file and --format")
+    return examples
+
+
+RowParser = Callable[[int, str, TaggedSentence], tuple[str | None, str | None]]
+
+
+def _read_tagged(path: Path, encoding_errors: str, parse_row: RowParser) -> list[TaggedSentence]:
+    """Sentences of blank-line-separated blocks; `parse_row(number, text, sentence so far)`
+    gives each line's token and tag (None, None for a line without a token)."""
+    sentences = []
+    for block in _blocks(path, encoding_errors):
+        sentence = TaggedSentence([], [], line=block[0][0])
+        for number, text in block:
+            sentence.add_row(text, *parse_row(number, text, sentence))
+        if sentence.tokens:
+            sentences.append(sentence)
+    return _nonempty(path, sentences, "sentences")
+
+
+def read_conll(
+    path: str | Path,
+    token_column: int = 0,
+    tag_column: int = -1,
+    encoding_errors: str = "strict",
+    scheme: str | None = None,
+) -> list[TaggedSentence]:
+    """CoNLL columns: one token per line, white-space separated columns, blank lines between
+    sentences, ``-DOCSTART-`` lines skipped. Columns count from 0; negative from the end.
+
+    `scheme` ("iob1", "iob2", "bioes") checks that every tag is O or PREFIX-TYPE; None accepts
+    any tag (POS, chunks as plain labels). A file without a tag column reads with empty tags.
+    """
+    path = Path(path)
+    if scheme is not None and scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        columns = text.split()
+        if columns[0] == DOCSTART:
+            return None, None
+        if not -len(columns) <= token_column < len(columns):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), no token column "
+                f"{token_column}; check --token-column"
+            )
+        tag_index = _tag_index(len(columns), token_column, tag_column)
+        if sentence.tokens and (tag_index is None) != (not sentence.tags):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
+                "before it in this sentence; every line needs the same columns"
+            )
+        tag = None if tag_index is None else columns[tag_index]
+        if tag is not None:
+            _check_tags(path, number, tag, scheme)
+        return columns[token_column], tag
+
+    return _read_tagged(path, encoding_errors, parse_row)
+
+
+def read_conllu(
+    path: str | Path, tag: str = "upos", encoding_errors: str = "strict"
+) -> list[TaggedSentence]:
+    """CoNLL-U: 10 tab-separated fields per word, `#` comment lines, blank lines between
+    sentences. Multiword-token ranges (``1-2``) and empty nodes (``1.1``) are skipped: the
+    tokens are the syntactic words. `tag` is "upos" or "xpos"."""
+    path = Path(path)
+    if tag not in CONLLU_TAGS:
+        raise ValueError(f"tag must be one of {tuple(CONLLU_TAGS)}, got {tag!r}")
+    field_index = CONLLU_TAGS[tag]
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        if text.startswith("#"):
+            return None, None
+        fields = text.split("\t")
+        if len(fields) != 10:
+            raise InputFileError(
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), CoNLL-U "
+                "has 10 (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
+            )
+        if "-" in fields[0] or "." in fields[0]:
+            return None, None
+        if not fields[0].isdigit():
+            raise InputFileError(f"{path}, line {number}: ID {fields[0]!r} is not a number")
+        return fields[1], fields[field_index]
+
+    return _read_tagged(path, encoding_errors, parse_row)
+
+
+def read_label_text(
+    path: str | Path, tokenizer: str = "whitespace", encoding_errors: str = "strict"
+) -> list[LabeledText]:
+    """One example per line: the label, white space, then the sentence (SST's stsa.fine.*).
+    Blank lines are skipped; the sentence is split by `tokenizer`."""
+    path = Path(path)
+    tokenize = get_tokenizer(tokenizer)
+    examples = []
+    for number, text in numbered_lines(path, encoding_errors):
+        if not text.strip():
+            continue
+        parts = text.strip().split(maxsplit=1)
+        tokens = tokenize(parts[1]) if len(parts) == 2 else []
+        if not tokens:
+            raise InputFileError(
+                f"{path}, line {number}: a label but no sentence; label-text lines are "
+                "'LABEL the sentence'"
+            )
+        examples.append(LabeledText(tokens, parts[0], line=number, row=text))
+    return _nonempty(path, examples, "examples")
+
+
+def read_tsv(
+    path: str | Path,
+    text_columns: Sequence[str],
+    label_column: str,
+    tokenizer: str = "whitespace",
+    encoding_errors: str = "strict",
+) -> list[LabeledText] | list[LabeledPair]:
+    """Tab-separated values with a header row naming the columns (SICK). One text column
+    gives sentences, two give pairs. A file without the label column reads with empty labels.
+    """
+    path = Path(path)
+    if len(text_columns) not in (1, 2):
+        raise ValueError(f"text_columns needs 1 or 2 names, got {list(text_columns)}")
+    tokenize = get_tokenizer(tokenizer)
+    lines = numbered_lines(path, encoding_errors)
+    header = next((text.split("\t") for _, text in lines if text.strip()), None)
+    if header is None:
+        raise InputFileError(f"{path} is empty; a tsv file starts with a header row")
+    missing = [c for c in text_columns if c not in header]
+    if missing:
+        raise InputFileError(
+            f"{path}: no column {', '.join(map(repr, missing))} in the header; it has "
+            f"{', '.join(header)}. Check --text-columns"
+        )
+    label_index = header.index(label_column) if label_column in header else None
+    text_indices = [header.index(c) for c in text_columns]
+    examples: list = []
+    for number, text in lines:
+        if not text.strip():
+            continue
+        fields = text.split("\t")
+        if len(fields) != len(header):
+            raise InputFileError(
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), the header "
+                f"has {len(header)}"
+            )
+        label = fields[label_index] if label_index is not None else ""
+        token_lists = [tokenize(fields[i]) for i in text_indices]
+        if not all(token_lists):
+            raise InputFileError(f"{path}, line {number}: an empty text field")
+        if len(token_lists) == 1:
+            examples.append(LabeledText(token_lists[0], label, number, text, header))
+        else:
+            examples.append(LabeledPair(*token_lists, label, number, text, header))
+    return _nonempty(path, examples, "examples")
+
+
+def read_dataset(path: str | Path, format: str, **options) -> list:
+    """Read `path` in `format` (one of FORMATS) with that reader's keyword options."""
+    readers = {"conll": read_conll, "conllu": read_conllu, "label-text": read_label_text,
+               "tsv": read_tsv}
+    if format not in readers:
+        raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
+    return readers[format](path, **options)
+
+
+def _replace_column(row: str, index: int | None, value: str, separator: str) -> str:
+    columns = row.split(separator) if separator == "\t" else row.split()
+    if index is None:
+        columns.append(value)
+    else:
+        columns[index] = value
+    return ("\t" if separator == "\t" or "\t" in row else " ").join(columns)
+
+
+def write_predictions(
+    path: str | Path, format: str, examples: list, predictions: list, **options
+) -> None:
+    """Write `examples` back in `format` with their tags or labels replaced by `predictions`
+    (added where the input had none), atomically. `options` are the reader's options."""
+    out: list[str] = []
+    if format in ("conll", "conllu"):
+        for sentence, tags in zip(examples, predictions, strict=True):
+            rows = list(sentence.rows)
+            for row_index, tag in zip(sentence.token_rows, tags, strict=True):
+                row = rows[row_index]
+                if format == "conllu":
+                    index = CONLLU_TAGS[options.get("tag", "upos")]
+                    rows[row_index] = _replace_column(row, index, tag, "\t")
+                else:
+                    columns = len(row.split())
+                    index = _tag_index(columns, options.get("token_column", 0),
+                                       options.get("tag_column", -1))
+                    rows[row_index] = _replace_column(row, index, tag, " ")
+            out.extend(rows + [""])
+    elif format == "label-text":
+        for example, label in zip(examples, predictions, strict=True):
+            out.append(f"{label} {example.row.strip().split(maxsplit=1)[1]}")
+    elif format == "tsv":
+        header = examples[0].header
+        label_column = options["label_column"]
+        index = header.index(label_column) if label_column in header else None
+        out.append("\t".join(header if index is not None else [*header, label_column]))
+        for example, label in zip(examples, predictions, strict=True):
+            out.append(_replace_column(example.row, index, label, "\t"))
+    else:
+        raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
+    atomic_write_text(path, "\n".join(out) + "\n")
