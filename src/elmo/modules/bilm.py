@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from elmo.chars import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
@@ -96,13 +95,13 @@ class BiLM(nn.Module):
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (..., C) -> token vectors (..., P), the char-CNN run once per distinct token.
 
-        The vectors are copied out with `F.embedding`, whose backward sums a token's gradients
-        in a fixed order (the backward of `vectors[inverse]` adds them with atomic adds on CPU
-        and differs from run to run with 2 or more threads).
+        The vectors are copied out with `index_select`, whose CPU backward (`index_add_`) sums
+        a token's gradients in a fixed order; the backward of `vectors[inverse]` adds them with
+        atomic adds there and differs from run to run with 2 or more threads.
         """
         flat = char_ids.reshape(-1, char_ids.shape[-1])
         distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        vectors = F.embedding(inverse, self.token_encoder(distinct))  # (N, P)
+        vectors = self.token_encoder(distinct).index_select(0, inverse)  # (N, P)
         return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
     def contextualize(

@@ -137,13 +137,11 @@ class SoftmaxHead(nn.Module):
     def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The weight rows (N, P) and biases (N,) of class ``ids`` (N,).
 
-        Looked up with `F.embedding`, whose CPU backward adds repeated ids in a fixed order;
-        the backward of ``weight[ids]`` uses atomic adds there, which differ from run to run
-        with 2 or more threads.
+        Looked up with `index_select`, whose CPU backward (`index_add_`) adds repeated ids in
+        a fixed order; the backward of ``weight[ids]`` uses atomic adds there, which differ
+        from run to run with 2 or more threads.
         """
-        weight = F.embedding(ids, self.weight)
-        bias = F.embedding(ids, self.bias.unsqueeze(1)).squeeze(1)
-        return weight, bias
+        return self.weight.index_select(0, ids), self.bias.index_select(0, ids)
 
     def full_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, chunk_size: int | None = None
