@@ -114,9 +114,13 @@ def write_examples(task: Task, header: list[str], examples: list[str], out: Path
     return out
 
 
-def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Path]:
-    """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size in a
-    quick run) written under `work/data/`."""
+def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size)
+    written under `work/data/`. Dev and test examples with a label the training slice lacks
+    (a model cannot predict it; small slices only) are left out and counted."""
+    from elmo.tasks.data import targets_of
+    from elmo.tasks.readers import read_dataset
+
     folder = work / "data" / task.name.replace(" ", "_")
     header, train = read_examples(task, task.train)
     if task.dev is None:
@@ -124,11 +128,21 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Pa
     else:
         dev = read_examples(task, task.dev)[1]
     test = read_examples(task, task.test)[1]
-    return {
-        "train": write_examples(task, header, train[: args.train_size], folder / "train"),
-        "dev": write_examples(task, header, dev[: args.dev_size], folder / "dev"),
-        "test": write_examples(task, header, test[: args.test_size], folder / "test"),
-    }
+    files: dict[str, Any] = {
+        "train": write_examples(task, header, train[: args.train_size], folder / "train")}
+    known = {t for e in read_dataset(files["train"], task.format, **task.options)
+             for t in targets_of(e)}
+    files["left_out"] = {}
+    for split, examples, size in (("dev", dev, args.dev_size), ("test", test, args.test_size)):
+        examples = examples[:size]
+        path = write_examples(task, header, examples, folder / split)
+        parsed = read_dataset(path, task.format, **task.options)
+        assert len(parsed) == len(examples), f"{path}: one example per block or line"
+        kept = [text for text, e in zip(examples, parsed, strict=True)
+                if set(targets_of(e)) <= known]
+        files[split] = write_examples(task, header, kept, path)
+        files["left_out"][split] = len(examples) - len(kept)
+    return files
 
 
 def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
@@ -206,7 +220,7 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
             runs = [run_cell(task, column, model, files, seed, args, work)
                     for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
-            row[column] = {"mean": statistics.fmean(scores),
+            row[column] = {"mean": statistics.fmean(scores), "left_out": files["left_out"],
                            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
                            "metric": runs[0]["metric"], "runs": runs}
             print(f"  {column:20s} {format_cell(row[column])}  "
