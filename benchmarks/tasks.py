@@ -283,7 +283,7 @@ def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             batch = encoded.batch(indices)
             if recompute:
                 with torch.no_grad():
-                    layers = run.bilm(batch.char_ids).layers
+                    layers = run.bilm(batch.char_ids()).layers
             else:
                 layers = store.batch(batch.sentence_ids)[0]
             loss = run.model.task.loss(run.model(batch, layers), batch.targets, batch.mask)
@@ -292,6 +292,7 @@ def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             optimizer.step()
         return time.perf_counter() - start
 
+    epoch(False)  # warm-up: first-call allocations
     cached, recomputed = epoch(False), epoch(True)
     result = {"sentences": len(train), "cached_seconds": cached,
               "recomputed_seconds": recomputed, "speedup": recomputed / cached}
@@ -305,7 +306,8 @@ def peak_memory(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     rows = []
     for size in args.memory_sizes:
         cmd = [sys.executable, __file__, "--memory-run", str(size), "--work-dir", str(work),
-               "--model", args.model, "--cache-dir", str(args.cache_dir)]
+               "--model", args.model, "--cache-dir", str(args.cache_dir),
+               "--threads", str(args.threads)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"peak RSS of a task run on {size} EWT sentences: "
@@ -344,6 +346,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, help="feature cache (default: WORK/features)")
     parser.add_argument("--memory-sizes", type=int, nargs="+", default=[500, 2000, 8000],
                         help="training-set sizes of the peak-memory runs")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (small task models: 1 is as fast, and immune to "
+                        "OpenMP spin-waits on a busy machine)")
     parser.add_argument("--memory-run", type=int, help=argparse.SUPPRESS)
     add_run_options(parser, "smoke run on slices (100 train / 50 dev / 50 test), one seed, "
                     "one epoch: minutes")
@@ -351,6 +356,7 @@ def main() -> None:
     if args.quick:
         args.seeds, args.epochs, args.train_size, args.dev_size = 1, 1, 100, 50
         args.test_size, args.adapt_steps, args.memory_sizes = 50, 5, [100, 400]
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="elmo-bench-tasks-") as tmp:
         work = args.work_dir or Path(tmp)
         args.cache_dir = args.cache_dir or work / "features"
@@ -367,7 +373,8 @@ def main() -> None:
         write_json(args.out or results_file("tasks.json", args.quick), {
             "model": args.model, "zh_model": args.zh_model, "seeds": args.seeds,
             "epochs": args.epochs, "train_size": args.train_size, "dev_size": args.dev_size,
-            "test_size": args.test_size, "wall_seconds": time.perf_counter() - start,
+            "test_size": args.test_size, "threads": args.threads,
+            "wall_seconds": time.perf_counter() - start,
             "machine": info, "table": rows, "epoch_speed": speed, "peak_memory": memory})
 
 
