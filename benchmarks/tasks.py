@@ -11,7 +11,9 @@ RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's 
 on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
-(whole test sets), so that the whole table fits in about 3 hours of this machine's CPU.
+(whole test sets). The defaults are sized for about 3 hours on this machine (an estimate:
+~0.2 s per tagger batch of 32 at one thread, 114 runs of 5 epochs, plus 2 x 10 minutes of
+adaptation), not yet measured in full; the JSON records the wall time.
 
     python benchmarks/tasks.py [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
     python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
