@@ -34,7 +34,7 @@ from elmo.formats import load_bilm_tf
 model_dir, text, out = sys.argv[1:4]
 embedder = Embedder(load_bilm_tf(f"{model_dir}/options.json", f"{model_dir}/weights.hdf5"))
 start = time.perf_counter()
-embedder.embed_file(text, out, progress=False)
+embedder.embed_file(text, out, progress=False, overwrite=True)
 seconds = time.perf_counter() - start
 sentence = "the quick brown fox jumps over the lazy dog .".split()
 for _ in range(3):

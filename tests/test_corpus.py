@@ -54,7 +54,7 @@ def test_iter_lines_reports_invalid_utf8_with_file_and_line(tmp_path):
     bad = write(tmp_path / "bad.txt", b"fine\n\nstill fine\nbroken \xff here\n")
     lines = iter_lines([bad])
     assert next(lines) == "fine"
-    with pytest.raises(ValueError, match=r"bad\.txt:4: invalid UTF-8"):
+    with pytest.raises(ValueError, match=r"bad\.txt, line 4: not valid UTF-8"):
         list(lines)
 
 

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shlex
+import sys
 
 import h5py
 import numpy as np
+import pytest
+from safetensors import safe_open
 
 from elmo.cli import main
 from elmo.embed import Embedder
-from elmo.pretrained import default_model_dir
+from elmo.pretrained import recorded_tokenizer, shipped_model_dir
 from elmo.training.model_init import load_language_model
+from tests.conftest import REPO, require_shared
 
 
 def test_default_model_ships_with_a_card_and_stays_small():
-    directory = default_model_dir()
+    directory = shipped_model_dir()
     for name in ("config.json", "model.safetensors", "vocab.txt", "MODEL_CARD.md", "card.json"):
         assert (directory / name).is_file(), name
     assert (directory / "model.safetensors").stat().st_size < 30 * 2**20
@@ -35,10 +41,93 @@ def test_embedder_and_cli_use_it_with_no_network(tmp_path, monkeypatch):
 
 
 def test_its_softmax_prefers_real_text_to_shuffled_text():
-    lm, vocab = load_language_model(default_model_dir())
+    lm, vocab = load_language_model(shipped_model_dir())
     from elmo.training.evaluate import evaluate_perplexity
 
     text = "the city is located on the north bank of the river .".split()
     real = evaluate_perplexity(lm, [text], vocab, 8).average
     shuffled = evaluate_perplexity(lm, [sorted(text)], vocab, 8).average
     assert real < shuffled
+
+
+@pytest.mark.slow
+def test_perplexity_command_on_wikitext2_test_prints_the_cards_figures(capsys):
+    """The acceptance command: `elmo perplexity default ../shared/.../test.txt --json`."""
+    test_file = require_shared("data", "wikitext-2", "test.txt")
+    card = json.loads((shipped_model_dir() / "card.json").read_text())
+    expected = card["perplexity"]["wikitext-2 test"]
+    assert main(["perplexity", "default", str(test_file), "--json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["tokens"] == expected["tokens"]
+    for direction in ("forward", "backward", "average"):
+        assert printed[direction] == pytest.approx(expected[direction], rel=1e-4), direction
+
+
+def _card_tool():
+    """tools/package_default_model.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location("package_default_model",
+                                                  REPO / "tools" / "package_default_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_card_is_rendered_from_its_facts_with_repository_relative_paths():
+    directory = shipped_model_dir()
+    card = json.loads((directory / "card.json").read_text())
+    text = (directory / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert text == _card_tool().render(directory, card)  # regenerate: tools/...py --render
+    config = card["training"]["config"]
+    paths = [*shlex.split(card["command"]), *config["train"], config["valid"],
+             *(r["file"] for r in card["perplexity"].values())]
+    assert not [p for p in paths if p.startswith("/")], paths
+    for key in ("steps", "wall_minutes", "corpus_tokens", "tokens_seen"):
+        assert card["training"][key] > 0, key
+    for result in card["perplexity"].values():
+        assert {"forward", "backward", "average", "tokens"} <= set(result)
+    assert card["tokenizer"] == "whitespace" and "| tokenizer | `whitespace`" in text
+
+
+def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
+    tool = _card_tool()
+    shared = tmp_path / "shared"
+    (shared / "zh").mkdir(parents=True)
+    lines = ["我们今天去公园散步", "他们明天在家看书", "今天天气很好", "我们在家看书"] * 20
+    (shared / "zh" / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (shared / "zh" / "test.txt").write_text("我们今天在家\n他们去公园\n", encoding="utf-8")
+    repo = tmp_path / "repo"  # the checkout: its runs/ and ../shared appear relative
+    run = repo / "runs" / "zh"
+    command = (f"elmo train --train {shared}/zh/train.txt --out {run} --preset tiny "
+               f"--valid {shared}/zh/test.txt --eval-every 2 --log-every 1 "
+               "--tokenizer chars --max-steps 4 --batch-size 4 --unroll-steps 5 --quiet")
+    assert main(shlex.split(command)[1:]) == 0
+    (tmp_path / "cmd.txt").write_text(command + "\n")
+    monkeypatch.setattr(tool, "SHARED", shared)
+    monkeypatch.setattr(tool, "REPO", repo)
+    monkeypatch.setattr(tool, "PRETRAINED", tmp_path / "pretrained")
+    monkeypatch.setattr(sys, "argv", [
+        "package_default_model.py", str(run), "--name", "default-zh", "--command-file",
+        str(tmp_path / "cmd.txt"), "--data-name", "Chinese test text",
+        "--eval", "held-out=../shared/zh/test.txt"])
+    tool.main()
+    out = tmp_path / "pretrained" / "default-zh"
+    card = json.loads((out / "card.json").read_text())
+    assert card["tokenizer"] == "chars" and recorded_tokenizer(out) == "chars"
+    assert "--train ../shared/zh/train.txt --out runs/zh " in card["command"]
+    assert card["training"]["config"]["train"] == ["../shared/zh/train.txt"]
+    curve = card["training"]["validation"]  # perplexity against minutes of training
+    assert [v["step"] for v in curve] == [2, 4] and 0 < curve[0]["minutes"] < curve[1]["minutes"]
+    held_out = card["perplexity"]["held-out"]
+    assert held_out["tokens"] == (6 + 1) + (5 + 1)  # characters, plus </S> per line
+    assert held_out["file"] == "../shared/zh/test.txt"
+    assert card["fp16_text"] == "the first 2 sentences of held-out"
+    assert 0 < card["fp16_max_abs_diff"] < 1e-2 and card["run_dir"] == "runs/zh"
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
+        assert "softmax.weight" in f.keys()
+    lm, vocab = load_language_model(out)
+    assert "我" in vocab and len(vocab) == lm.softmax.weight.shape[0]
+    text = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert text.startswith("# Shipped model `default-zh`: `tiny` biLM trained on Chinese test")
+    assert "| held-out | `../shared/zh/test.txt` |" in text and str(tmp_path) not in text
+    assert "Validation during training (`../shared/zh/test.txt`; minutes of training" in text

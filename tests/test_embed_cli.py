@@ -262,7 +262,7 @@ def test_merge_refuses_missing_or_foreign_shards(tmp_path, model_dir, capsys):
     assert "shards 0..1" in capsys.readouterr().err
     _run("embed", model_dir, src, tmp_path / "whole.hdf5", "--quiet")
     assert _run("merge", tmp_path / "m.hdf5", tmp_path / "p0.hdf5", tmp_path / "whole.hdf5") == 1
-    assert "not a shard" in capsys.readouterr().err
+    assert "not a complete shard" in capsys.readouterr().err
     assert not (tmp_path / "m.hdf5").exists()
     assert _run("embed", model_dir, src, tmp_path / "x.hdf5", "--quiet", "--num-shards", "2",
                 "--shard-index", "5") == 1
@@ -280,7 +280,11 @@ def test_bad_device_is_a_clear_error(tmp_path, model_dir, capsys, device, messag
     assert message in err and "Traceback" not in err
 
 
-def test_output_in_a_missing_directory_is_a_clear_error(tmp_path, model_dir, capsys):
+def test_missing_output_directories_are_created(tmp_path, model_dir):
     src = _write(tmp_path / "in.txt", LINES)
-    assert _run("embed", model_dir, src, tmp_path / "nope/out.hdf5", "--quiet") == 1
-    assert "cannot write" in capsys.readouterr().err
+    assert _run("embed", model_dir, src, tmp_path / "new/dir/out.hdf5", "--quiet") == 0
+    assert _run("merge", tmp_path / "new2/m.hdf5", tmp_path / "new/dir/out.hdf5") == 1  # no shard
+    assert _run("vocab", "--train", src, "--out", tmp_path / "new3/vocab.txt", "--quiet") == 0
+    assert _run("export", model_dir, tmp_path / "new4/exported") == 0
+    assert (tmp_path / "new/dir/out.hdf5").is_file() and (tmp_path / "new3/vocab.txt").is_file()
+    assert (tmp_path / "new4/exported/options.json").is_file()

@@ -103,6 +103,13 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
     assert main(["task", "evaluate", str(run), "--test", str(out), "--json", "--quiet",
                  "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(100.0)
+    # writing predictions over the gold file, or over an earlier output, is refused
+    assert main(["task", "predict", str(run), str(out), str(out), "--quiet",
+                 "--cache-dir", str(tmp_path / "cache"), "--overwrite"]) == 1
+    assert "is also an input" in capsys.readouterr().err
+    assert main(["task", "predict", str(run), str(tmp_path / "test"), str(out), "--quiet",
+                 "--cache-dir", str(tmp_path / "cache")]) == 1
+    assert "already exists: pass --overwrite" in capsys.readouterr().err
 
 
 def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
@@ -121,11 +128,14 @@ def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
     assert top and any(not saved[f"elmo.bilm.{k}"].equal(original[k]) for k in top)
     encoder = [k for k in original if k.startswith("token_encoder.")]
     assert encoder and all(saved[f"elmo.bilm.{k}"].equal(original[k]) for k in encoder)
+    # the cache holds the training file's layers (for their RMS: --scale-layers) only, and
+    # evaluating adds nothing: the fine-tuned biLM runs on every batch
+    assert len(list((tmp_path / "cache").glob("*.hdf5"))) == 1
     capsys.readouterr()
     assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
-                 "--json", "--quiet"]) == 0
+                 "--json", "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(result["test"])
-    assert not (tmp_path / "cache").exists()  # the fine-tuned biLM runs on every batch
+    assert len(list((tmp_path / "cache").glob("*.hdf5"))) == 1
 
 
 def test_task_model_alone_learns(tmp_path):
@@ -164,6 +174,16 @@ def test_train_fraction_samples_are_nested():
     assert nested_sample(1000, 0.1, 4) != large
 
 
+def test_dev_held_out_from_train(tmp_path):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    dev = args.index("--dev")
+    args[dev: dev + 2] = ["--dev-fraction", "0.25"]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["n_train"] == 30  # 40 - 10 held out
+    assert main(args + ["--dev", str(tmp_path / "dev")]) == 1
+
+
 def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
     args = task_args("tagging", tmp_path, "none")
     (tmp_path / "dev").write_text("anna I-ORG\n", encoding="utf-8")
@@ -175,6 +195,10 @@ def test_bad_inputs_are_clear_errors(tmp_path, tiny_model, capsys):
     (tmp_path / "dev").write_text("anna I-PER\n", encoding="utf-8")
     assert main(args) == 1
     assert "test, line 2: not valid UTF-8" in capsys.readouterr().err
+
+    (tmp_path / "test").write_text("anna\n", encoding="utf-8")  # tokens only
+    assert main(args) == 1
+    assert "test, line 1: no tag column" in capsys.readouterr().err
 
     (tmp_path / "train").write_text("", encoding="utf-8")
     assert main(args) == 1
@@ -204,3 +228,71 @@ def test_domain_adaptation_recipe(tmp_path, tiny_model, capsys):
     args[args.index("--elmo") + 1] = str(tmp_path / "adapted")
     assert main(args) == 0
     assert len(json.loads((tmp_path / "run" / "result.json").read_text())["layer_weights"]) == 1
+
+
+def test_layers_scaled_by_their_rms_over_the_training_file(tmp_path, tiny_model):
+    from safetensors.torch import load_file
+
+    from elmo.features import cached_layers
+    from elmo.tasks.data import flat_sentences
+    from elmo.tasks.readers import read_conll
+
+    assert main(task_args("tagging", tmp_path, str(tiny_model), epochs=1)) == 0
+    store = cached_layers(str(tiny_model), flat_sentences(read_conll(tmp_path / "train")),
+                          tmp_path / "cache", progress=False)
+    saved = load_file(str(tmp_path / "run" / "model.safetensors"))
+    expected = [1 / r for r in store.layer_rms]
+    assert saved["elmo.mixes.0.layer_scales"].tolist() == pytest.approx(expected)
+    assert len(set(expected)) == 3  # the layers' scales differ: the test can tell
+
+    args = task_args("tagging", tmp_path, str(tiny_model), out="plain", epochs=1)
+    assert main(args + ["--no-scale-layers"]) == 0
+    saved = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    assert saved["elmo.mixes.0.layer_scales"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_chinese_character_level_ner(tmp_path, tiny_model, capsys):
+    """MSRA's layout: one character and its IOB2 tag per line, tab-separated."""
+    rng = random.Random(0)
+    names, other = ["王", "李", "张"], ["在", "北", "京", "工", "作"]
+    for split, n in (("train", 30), ("dev", 8)):
+        lines = []
+        for _ in range(n):
+            for char in rng.choices(names + other, k=rng.randint(2, 6)):
+                lines.append(f"{char}\t{'B-PER' if char in names else 'O'}")
+            lines.append("")
+        (tmp_path / split).write_text("\n".join(lines), encoding="utf-8")
+    args = ["task", "train", "--task", "tagging", "--format", "conll", "--scheme", "iob2",
+            "--train", str(tmp_path / "train"), "--dev", str(tmp_path / "dev"), "--elmo",
+            str(tiny_model), "--out", str(tmp_path / "run"), "--epochs", "2", "--quiet",
+            "--cache-dir", str(tmp_path / "cache"), "--hidden-dim", "16"]
+    assert main(args) == 0
+    assert main(["task", "predict", str(tmp_path / "run"), str(tmp_path / "dev"),
+                 str(tmp_path / "out"), "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = [line.split("\t") for line in (tmp_path / "out").read_text().splitlines() if line]
+    gold = [line.split("\t") for line in (tmp_path / "dev").read_text().splitlines() if line]
+    assert [o[0] for o in out] == [g[0] for g in gold]  # the characters, tab-separated still
+    assert all(o[1] in ("B-PER", "O") for o in out)
+
+
+def test_threads_option_after_the_action(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    assert main(args + ["--threads", "1"]) == 0
+    with pytest.raises(SystemExit):
+        main(["task", "evaluate", str(tmp_path / "run"), "--test", "x", "--threads", "0"])
+    err = capsys.readouterr().err
+    assert "usage: elmo task evaluate" in err and "--threads must be at least 1" in err
+
+
+def test_run_with_a_relative_model_path_evaluates_from_elsewhere(tmp_path, tiny_model,
+                                                                monkeypatch, capsys):
+    import shutil
+
+    shutil.copytree(tiny_model, tmp_path / "bilm")
+    monkeypatch.chdir(tmp_path)
+    assert main(task_args("classification", tmp_path, "bilm", epochs=1)) == 0
+    monkeypatch.chdir(tmp_path / "run")
+    capsys.readouterr()
+    assert main(["task", "evaluate", ".", "--test", str(tmp_path / "test"), "--json",
+                 "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 12

@@ -47,5 +47,5 @@ def test_unknown_name_lists_choices():
 )
 def test_missing_backend_says_what_to_install(monkeypatch, name, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
-    with pytest.raises(ImportError, match=rf"pip install 'elmo\[{extra}\]'"):
+    with pytest.raises(ImportError, match=rf"pip install 'elmo-bilm\[{extra}\]'"):
         get_tokenizer(name)

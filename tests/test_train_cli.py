@@ -15,11 +15,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from elmo import load_pretrained
 from elmo.chars import batch_to_ids
 from elmo.cli import main
 from elmo.embed import Embedder
 from elmo.formats.bilm_tf import load_bilm_tf
-from elmo.formats.native import load_pretrained
 from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.vocab import Vocabulary
 from tests.conftest import REPO

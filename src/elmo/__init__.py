@@ -2,8 +2,12 @@
 
 from elmo.chars import batch_to_ids
 from elmo.config import BiLMConfig
-from elmo.formats import load_bilm_tf, load_pretrained, save_bilm_tf, save_pretrained
+from elmo.embed import Embedder
+from elmo.errors import ElmoError
+from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
 from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, Elmo, ScalarMix
+from elmo.pretrained import load_pretrained
+from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
 __version__ = "0.1.0"
 
@@ -13,8 +17,13 @@ __all__ = [
     "BiLMOutput",
     "CharCNNEncoder",
     "Elmo",
+    "ElmoError",
+    "Embedder",
     "ScalarMix",
+    "TOKENIZER_NAMES",
+    "Tokenizer",
     "batch_to_ids",
+    "get_tokenizer",
     "load_bilm_tf",
     "load_pretrained",
     "save_bilm_tf",

@@ -1,12 +1,17 @@
-"""Atomic file output: write to a temporary name beside the target, rename when complete."""
+"""Safe file output: claim an output (checks and a lock), write it under a temporary name
+beside the target, rename it when complete."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from elmo.errors import ElmoError
+from elmo.textfile import is_stdin
 
 
 @contextmanager
@@ -38,3 +43,87 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write UTF-8 text to `path` atomically."""
     with atomic_output(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def claim_output(
+    path: str | Path,
+    *,
+    inputs: Iterable[str | Path] = (),
+    overwrite: bool = False,
+    directory_of: Iterable[str] | None = None,
+) -> Iterator[Path]:
+    """Check that writing `path` loses nothing, and hold a lock on it while the body writes.
+
+    Refused with an ElmoError that says the fix: `path` is one of `inputs`; it exists and
+    `overwrite` is false; a file is expected and it is a directory, or the reverse; its
+    directory cannot be written. Missing parent directories are created. Another process
+    claiming the same `path` meanwhile is refused ("another process is writing ...").
+    `directory_of`: the output is a directory, and these are the names written into it (only
+    they count as existing output).
+    """
+    path = Path(path)
+    for source in inputs:
+        if not is_stdin(source) and _same_path(Path(source), path):
+            raise ElmoError(f"the output {path} is also an input: choose another output name")
+    if directory_of is None and path.is_dir():
+        raise ElmoError(f"the output {path} is a directory: give a file name, such as "
+                        f"{path / 'out'}{path.suffix}")
+    if directory_of is not None and path.exists() and not path.is_dir():
+        raise ElmoError(f"the output {path} is a file: give a directory (new or existing)")
+    _make_parent(path.parent)
+    with _lock(path):
+        existing = [path] if directory_of is None else [path / n for n in directory_of]
+        existing = [p for p in existing if p.exists()]
+        if existing and not overwrite:
+            names = ", ".join(map(str, existing))
+            raise ElmoError(f"{names} already exist{'s' * (len(existing) == 1)}: pass "
+                            "--overwrite to replace, or choose another output")
+        if directory_of is not None:
+            _make_parent(path)
+        yield path
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def _make_parent(directory: Path) -> None:
+    """Create `directory` (and its parents) if missing; refuse one that cannot be written."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ElmoError(f"cannot create the directory {directory}: a file has that name") from None
+    except PermissionError:
+        raise ElmoError(f"cannot create the directory {directory}: permission denied") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ElmoError(f"cannot write in {directory}: permission denied (choose an output "
+                        "in a directory you can write)")
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` among our processes: the file PATH.lock, held with flock
+    and removed on exit (a killed holder's lock is released by the kernel)."""
+    lock_path = path.with_name(path.name + ".lock")
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ElmoError(f"another process is writing {path}: wait for it to finish, or "
+                            "choose another output") from None
+        try:  # the holder before us may have removed the file we locked: lock the new one
+            if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        os.close(fd)

@@ -59,13 +59,38 @@ def word_to_char_ids(word: str, max_chars: int = MAX_CHARS) -> tuple[int, ...]:
     return _wrap(data, max_chars)
 
 
+def check_tokens(tokens: object, what: str = "a sentence") -> None:
+    """TypeError unless `tokens` is a sequence of strings (one tokenized sentence)."""
+    if isinstance(tokens, str):
+        raise TypeError(f"{what} must be a list of tokens, not the string {tokens[:40]!r}: "
+                        "split it first, e.g. text.split()")
+    if not isinstance(tokens, Sequence):
+        raise TypeError(f"{what} must be a list of tokens (str), not {type(tokens).__name__}")
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"{what}: token {i} is {token!r} ({type(token).__name__}); "
+                            "tokens must be strings")
+
+
+def check_sentences(sentences: object, first: int = 0) -> None:
+    """TypeError unless `sentences` is a sequence of tokenized sentences (numbered from
+    `first` in the message)."""
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise TypeError("sentences must be a list of sentences, each a list of tokens (str); "
+                        f"got {type(sentences).__name__}")
+    for i, tokens in enumerate(sentences, first):
+        check_tokens(tokens, f"sentence {i}")
+
+
 def batch_to_ids(
     sentences: Sequence[Sequence[str]], max_chars: int = MAX_CHARS
 ) -> torch.Tensor:
     """Character ids for a batch of tokenized sentences, boundaries not added.
 
     Returns a LongTensor (B, T, max_chars), T the longest sentence; absent tokens are all 0.
+    Raises TypeError unless `sentences` is a list of lists of strings.
     """
+    check_sentences(sentences)
     longest = max((len(s) for s in sentences), default=0)
     ids = torch.zeros(len(sentences), longest, max_chars, dtype=torch.long)
     for b, sentence in enumerate(sentences):

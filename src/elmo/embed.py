@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,16 +16,28 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
+from elmo.atomic import claim_output
+from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids, check_sentences, check_tokens
 from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
-from elmo.hdf5_output import SHARD_ATTRS, keep_only_attrs, open_partial, shard_range, write_index
+from elmo.hdf5_output import (
+    EMPTY_LINES,
+    FIRST_EMPTY,
+    LINES_DONE,
+    finish_attrs,
+    open_partial,
+    shard_range,
+    write_index,
+)
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.pretrained import load_bilm
+from elmo.pretrained import load_bilm, recorded_tokenizer
+from elmo.textfile import is_stdin, scan_input
+from elmo.textfile import read_lines as read_text_lines
+from elmo.tokenize import Tokenizer, get_tokenizer
 
 LAYER_MODES = ("all", "top", "average")
-ENCODING_ERRORS = ("strict", "replace")
+OUTPUT_DTYPES = ("float32", "float16")
 
 
 @dataclass
@@ -36,31 +49,24 @@ class InputLine:
     tokens: list[str]
 
 
-def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[InputLine]:
-    """Stream a UTF-8 file of one sentence per line, tokens separated by white space.
-
-    A line that is not UTF-8 raises InputFileError naming the file and 1-based line number,
-    unless `encoding_errors="replace"` (invalid bytes become U+FFFD).
-    """
-    if encoding_errors not in ENCODING_ERRORS:
-        raise ValueError(f"encoding_errors must be one of {ENCODING_ERRORS}")
-    path = Path(path)
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
-        raise InputFileError(f"input file not found: {path}") from None
-    except IsADirectoryError:
-        raise InputFileError(f"input {path} is a directory, not a text file") from None
-    with f:
-        for number, raw in enumerate(f):
-            try:
-                text = raw.decode("utf-8", errors=encoding_errors).strip()
-            except UnicodeDecodeError as err:
-                raise InputFileError(
-                    f"{path}, line {number + 1}: not valid UTF-8 ({err.reason} at byte "
-                    f"{err.start}); convert the file to UTF-8 or pass --encoding-errors replace"
-                ) from None
-            yield InputLine(number, text, text.split())
+def read_lines(
+    path: str | Path,
+    encoding_errors: str = "strict",
+    tokenizer: Tokenizer | str = "whitespace",
+    numbers: range | None = None,
+) -> Iterator[InputLine]:
+    """Stream a UTF-8 file (plain or gzipped) of one sentence per line, tokenized by
+    `tokenizer` (default: tokens separated by white space); only the lines whose 0-based
+    number is in `numbers`, if given. Read with `elmo.textfile.read_lines`: a line that is
+    not UTF-8 raises InputFileError naming the file and line, unless
+    `encoding_errors="replace"`."""
+    tokenize = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    for number, raw in read_text_lines(path, encoding_errors):
+        if numbers is not None and number >= numbers.stop:
+            return
+        if numbers is None or number in numbers:
+            text = raw.strip()
+            yield InputLine(number, text, tokenize(text))
 
 
 def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
@@ -118,6 +124,8 @@ class Embedder:
     `stateful=True` reproduces the original implementation's protocol instead: input order,
     batches of exactly `batch_size` sentences, LSTM state carried per batch row.
     Token vectors come from a cache of `token_cache_size` words (0 turns it off).
+    `tokenizer` (a name from `elmo.TOKENIZER_NAMES` or a callable) splits the lines of the
+    files given to `embed_file`; sentences given directly are already lists of tokens.
     """
 
     def __init__(
@@ -129,9 +137,14 @@ class Embedder:
         max_tokens: int = 4096,
         stateful: bool = False,
         token_cache_size: int = 20000,
+        tokenizer: Tokenizer | str = "whitespace",
     ) -> None:
+        if not isinstance(model, BiLM):
+            raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
+                            "use Embedder.from_pretrained(name_or_directory)")
         if batch_size < 1 or max_tokens < 1:
             raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
+        self.tokenizer = tokenizer
         self.device = resolve_device(device)  # None: cuda if available, else cpu
         self.model = model.to(self.device).eval()
         self.model.stateful = stateful
@@ -147,20 +160,32 @@ class Embedder:
         *,
         options: str | Path | None = None,
         weights: str | Path | None = None,
+        tokenizer: Tokenizer | str | None = None,
         **kwargs,
     ) -> Embedder:
         """An Embedder for a released name, a model directory, or an options/weights pair;
-        with no argument, the small model that ships with the package."""
-        return cls(load_bilm(model, options=options, weights=weights), **kwargs)
+        with no argument, the small model that ships with the package. `tokenizer` defaults
+        to the one a run directory of `elmo train` records, else whitespace."""
+        tokenizer = tokenizer or recorded_tokenizer(model) or "whitespace"
+        return cls(load_bilm(model, options=options, weights=weights), tokenizer=tokenizer,
+                   **kwargs)
 
     @property
     def stateful(self) -> bool:
         return self.model.stateful
 
+    @property
+    def chunk_size(self) -> int:
+        """Sentences regrouped by length together (stateful: one batch). Files are cut into
+        chunks at multiples of it from their first line, whatever a run resumes or a shard
+        starts at, so every run computes a line in the same batch: bit-identical results."""
+        return self.batch_size if self.stateful else 16 * self.batch_size
+
     # ---- sentences -------------------------------------------------------------------
 
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """The layers of each sentence, computed in one call: a list of (L+1, n_i, 2P)."""
+        check_sentences(sentences)
         if not sentences:
             return []
         with torch.inference_mode():
@@ -188,19 +213,22 @@ class Embedder:
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """The layers of one tokenized sentence: (L+1, n, 2P)."""
+        check_tokens(tokens, "embed_sentence's argument")
         return self.embed_sentences([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]]) -> list[np.ndarray]:
-        """The layers of many sentences, in input order."""
+        """The layers of many tokenized sentences, in input order (none: an empty list)."""
         return [layers for _, layers in self.iter_embeddings(sentences)]
 
     def iter_embeddings(
         self, sentences: Iterable[Sequence[str]]
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(index, layers) for each sentence, in input order, computed in batches."""
-        chunk = self.batch_size if self.stateful else 16 * self.batch_size
+        if isinstance(sentences, str):
+            check_sentences(sentences)
         start = 0
-        for part in _chunks(sentences, chunk):
+        for part in _chunks(sentences, self.chunk_size):
+            check_sentences(part, start)
             yield from enumerate(self._embed_chunk(part), start)
             start += len(part)
 
@@ -243,97 +271,127 @@ class Embedder:
         progress: bool = True,
         num_shards: int = 1,
         shard_index: int = 0,
+        dtype: str = "float32",
+        overwrite: bool = False,
     ) -> Path:
         """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
 
-        One float32 dataset per input line, named by its 0-based number, and a dataset
-        `sentence_to_index` holding JSON that maps each line's text to its number. Output goes
-        to `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it.
+        One dataset per input line (`dtype` float32, or float16 for half the size), named by
+        its 0-based number, and a dataset `sentence_to_index` holding JSON that maps each
+        line's text to its number. Lines are split by `self.tokenizer`. Output goes to
+        `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it. An
+        existing OUTPUT is replaced only if `overwrite`; an OUTPUT that is also the input never.
         With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
         `hdf5_output.merge_shards` joins the parts into the file one process would write.
         """
         if layers not in LAYER_MODES:
             raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+        if dtype not in OUTPUT_DTYPES:
+            raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
         if num_shards > 1 and self.stateful:
             raise ElmoError("--stateful carries state through the whole file: it cannot be "
                             "split into shards")
+        if is_stdin(input_path):
+            raise ElmoError("embed reads INPUT several times (to count, resume and index its "
+                            "lines): save the text to a file and give its name")
         input_path, output_path = Path(input_path), Path(output_path)
+        with claim_output(output_path, inputs=[input_path], overwrite=overwrite):
+            return self._embed_file(input_path, output_path, layers, encoding_errors, progress,
+                                    num_shards, shard_index, dtype)
+
+    def _embed_file(self, input_path: Path, output_path: Path, layers: str,
+                    encoding_errors: str, progress: bool, num_shards: int, shard_index: int,
+                    dtype: str) -> Path:
+        """`embed_file` once the output is claimed."""
         partial = output_path.with_name(output_path.name + ".partial")
-        n_lines = _count_lines(input_path)
-        own = shard_range(n_lines, num_shards, shard_index)
-        identity = self._run_identity(input_path, layers)
+        n_lines, input_digest = scan_input(input_path)
+        if n_lines == 0:
+            raise InputFileError(f"{input_path} is empty: there is nothing to embed")
+        own = shard_range(n_lines, num_shards, shard_index, align=self.chunk_size)
+        identity = self._run_identity(input_digest, n_lines, layers, encoding_errors, dtype)
         if num_shards > 1:
-            shard = {"num_shards": num_shards, "shard_index": shard_index,
-                     "total_lines": n_lines, "layers": layers}
-            identity.update({k: str(v) for k, v in shard.items()})
-        lines = read_lines(input_path, encoding_errors)
-        chunk = self.batch_size if self.stateful else 16 * self.batch_size
+            identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
         try:
             with open_partial(partial, identity) as out:
-                done = max(int(out.attrs["lines_done"]), own.start)
-
-                n_empty, first_empty = 0, 0
-
-                def new_lines() -> Iterator[InputLine]:
-                    nonlocal n_empty, first_empty
-                    for line in lines:
-                        if line.number >= own.stop:
-                            break
-                        if line.number < done:
-                            continue
-                        if not line.tokens:
-                            first_empty = first_empty if n_empty else line.number
-                            n_empty += 1
-                        yield line
-
+                done = max(int(out.attrs[LINES_DONE]), own.start)
+                n_empty = int(out.attrs.get(EMPTY_LINES, 0))  # counted by the runs before
+                first_empty = int(out.attrs.get(FIRST_EMPTY, 0))
+                if done > own.start and progress:
+                    print(f"elmo: resuming {partial}: {done - own.start:,} of {len(own):,} "
+                          "lines were embedded before", file=sys.stderr)
+                lines = read_lines(input_path, encoding_errors, self.tokenizer,
+                                   range(done, own.stop))
                 with tqdm(total=len(own), initial=done - own.start, unit="line",
                           disable=not progress, desc=f"embedding {input_path.name}") as bar:
-                    for part in _chunks(new_lines(), chunk):
-                        self._write(out, part, layers)
-                        out.attrs["lines_done"] = part[-1].number + 1
+                    for part in _chunks(lines, self.chunk_size):
+                        self._write(out, part, layers, dtype)
+                        for line in part:
+                            if not line.tokens:
+                                first_empty = first_empty if n_empty else line.number
+                                n_empty += 1
+                        out.attrs.update({LINES_DONE: part[-1].number + 1, EMPTY_LINES: n_empty,
+                                          FIRST_EMPTY: first_empty})
                         out.flush()
                         bar.update(len(part))
-                if n_empty:  # one warning per run: one per line would fill the warnings registry
-                    warnings.warn(f"{input_path} has {n_empty} empty line{'s' * (n_empty > 1)} "
-                                  f"(the first: line {first_empty + 1}); each is written as a "
-                                  "dataset with 0 tokens to keep the numbering aligned",
-                                  stacklevel=2)
+                _warn_empty(input_path, n_empty, first_empty)
                 # Built from a second pass so that memory stays flat while embedding.
-                write_index(out, {line.text: str(line.number)
-                                  for line in read_lines(input_path, encoding_errors)
-                                  if line.number in own})
-                keep_only_attrs(out, SHARD_ATTRS if num_shards > 1 else ())
-                if num_shards > 1:
-                    out.attrs.update(shard)
+                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
+                finish_attrs(out, shard=num_shards > 1)
         except InputFileError:
             partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
             raise
         os.replace(partial, output_path)
         return output_path
 
-    def _write(self, out: h5py.File, lines: list[InputLine], layers: str) -> None:
+    def _write(self, out: h5py.File, lines: list[InputLine], layers: str, dtype: str) -> None:
         for i, array in self._iter_chunk([ln.tokens for ln in lines]):
             name = str(lines[i].number)
             if name in out:  # left over from a killed run
                 del out[name]
-            data = select_layers(array, layers).astype(np.float32, copy=False)
-            out.create_dataset(name, data=data)
+            out.create_dataset(name, data=select_layers(array, layers).astype(dtype))
 
-    def _run_identity(self, input_path: Path, layers: str) -> dict[str, str]:
-        """What a partial output must have been made from to be resumed."""
-        stat = input_path.stat() if input_path.is_file() else None
+    def _run_identity(self, input_digest: str, n_lines: int, layers: str, encoding_errors: str,
+                      dtype: str) -> dict[str, str]:
+        """What a partial output must have been made from to be resumed, and the shards of
+        one run to be merged: the input's text, the model's weights, every setting that
+        changes a number, and the batch size (a line's batch changes its last bits)."""
         digest = hashlib.sha256()
-        for tensor in self.model.state_dict().values():
-            digest.update(tensor.float().sum().cpu().numpy().tobytes())
+        for name, tensor in self.model.state_dict().items():
+            digest.update(name.encode())
+            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+        tokenizer = self.tokenizer if isinstance(self.tokenizer, str) else \
+            f"{type(self.tokenizer).__module__}.{type(self.tokenizer).__qualname__}"
         return {
-            "input": str(input_path.resolve()),
-            "input_size": str(stat.st_size if stat else -1),
-            "input_mtime": str(stat.st_mtime_ns if stat else -1),
+            "input_sha256": input_digest,
+            "total_lines": str(n_lines),
+            "model_sha256": digest.hexdigest(),
             "layers": layers,
+            "dtype": dtype,
+            "tokenizer": tokenizer,
+            "encoding_errors": encoding_errors,
             "stateful": str(self.stateful),
-            "batch_size": str(self.batch_size) if self.stateful else "",
-            "model": digest.hexdigest()[:16],
+            "batch_size": str(self.batch_size),
+            "max_tokens": str(self.max_tokens),
         }
+
+
+def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict[str, str]:
+    """Each line's text -> its number (a repeated line: its last number), for `numbers`."""
+    index = {}
+    for number, text in read_text_lines(path, encoding_errors):
+        if number >= numbers.stop:
+            break
+        if number >= numbers.start:
+            index[text.strip()] = str(number)
+    return index
+
+
+def _warn_empty(input_path: Path, count: int, first: int) -> None:
+    """One warning for all empty lines: one per line would fill the warnings registry."""
+    if count:
+        warnings.warn(f"{input_path} has {count} empty line{'s' * (count > 1)} (the first: "
+                      f"line {first + 1}); each is written as a dataset with 0 tokens to keep "
+                      "the numbering aligned", stacklevel=4)
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:
@@ -346,16 +404,3 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
             chunk = []
     if chunk:
         yield chunk
-
-
-def _count_lines(path: Path) -> int:
-    """Lines in a file (a last line without a newline counts); 0 if it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            count, last = 0, b""
-            for block in iter(lambda: f.read(1 << 20), b""):
-                count += block.count(b"\n")
-                last = block
-            return count + (1 if last and not last.endswith(b"\n") else 0)
-    except OSError:
-        return 0

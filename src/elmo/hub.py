@@ -50,7 +50,7 @@ TIMEOUT = 60.0
 """Seconds to wait for the server to connect or to send more data."""
 
 _CHUNK = 1 << 16
-_USER_AGENT = "elmo-hub/0.1 (+python urllib)"
+_USER_AGENT = "elmo-bilm (+python urllib)"
 _TRUE = {"1", "true", "yes", "on"}
 
 

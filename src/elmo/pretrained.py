@@ -1,35 +1,135 @@
-"""Find and load a biLM from a name or a path: released models, our format, official pairs."""
+"""Find and load a biLM by name or path: shipped models, released models, directories.
+
+One resolver serves every command and loader. A model is named by
+
+- a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
+  `vocab.txt` and the softmax when `elmo train` wrote it) or a directory holding one official
+  options/weights pair;
+- else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
+  (`default`, the English model; more are added by dropping a directory in);
+- else a released name (`small`, `medium`, `original`, `original-5.5B`), downloaded on first use.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import torch
+
 from elmo.errors import ElmoError
 from elmo.formats.bilm_tf import load_bilm_tf
-from elmo.formats.native import is_native_dir, load_pretrained
+from elmo.formats.native import (
+    CONFIG_NAME,
+    RUN_NAME,
+    VOCAB_NAME,
+    WEIGHTS_NAME,
+    is_native_dir,
+    load_native,
+)
 from elmo.hub import RELEASED_MODELS, resolve_released
 from elmo.modules.bilm import BiLM
 
 DEFAULT_MODEL = "default"
+CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
 
 
-def default_model_dir() -> Path:
-    """The small model that ships inside the package."""
-    return Path(str(resources.files("elmo") / "pretrained" / DEFAULT_MODEL))
+class ModelNotFoundError(ElmoError, FileNotFoundError):
+    """A model name or path that names no model."""
+
+
+def shipped_root() -> Path:
+    """The package directory that holds one sub-directory per shipped model."""
+    return Path(str(resources.files("elmo") / "pretrained"))
+
+
+def shipped_models() -> list[str]:
+    """Names of the models that ship inside the installed package, sorted."""
+    root = shipped_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if is_native_dir(p))
+
+
+def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
+    """The directory of the shipped model `name`; ModelNotFoundError if it is not installed."""
+    directory = shipped_root() / name
+    if not is_native_dir(directory):
+        raise ModelNotFoundError(
+            f"no shipped model {name!r} in this installation (shipped: "
+            f"{', '.join(shipped_models()) or 'none'}; they live in {shipped_root()}). "
+            "Install a version of the package that ships it, or give a model directory."
+        )
+    return directory
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where a model's weights are: our format's directory, or an official pair."""
+
+    directory: Path | None = None  # our format (may hold the softmax and vocab.txt)
+    options: Path | None = None
+    weights: Path | None = None
 
 
 def find_official_pair(directory: Path) -> tuple[Path, Path]:
     """The one options .json and one weights .hdf5 in a directory."""
-    options = sorted(p for p in directory.glob("*.json") if p.name != "config.json")
+    options = sorted(p for p in directory.glob("*.json")
+                     if p.name not in (CONFIG_NAME, CARD_NAME, RUN_NAME))
     weights = sorted(directory.glob("*.hdf5")) + sorted(directory.glob("*.h5"))
     if len(options) == 1 and len(weights) == 1:
         return options[0], weights[0]
     raise ElmoError(
-        f"{directory} should hold our format (config.json + model.safetensors) or exactly one "
+        f"{directory} should hold our format ({CONFIG_NAME} + {WEIGHTS_NAME}) or exactly one "
         f"options .json and one weights .hdf5; found options {[p.name for p in options]} and "
         f"weights {[p.name for p in weights]}. Pass --options and --weights to choose."
     )
+
+
+def model_directory(model: str | Path | None) -> Path | None:
+    """Our-format directory that `model` names (a path or a shipped name), without
+    downloading; None for a released name or a directory holding an official pair."""
+    path = Path(model) if model is not None else None
+    if path is not None and path.exists():
+        if not path.is_dir():
+            raise ModelNotFoundError(
+                f"model {str(model)!r} is a file; give its directory ({CONFIG_NAME} + "
+                f"{WEIGHTS_NAME}, or one official options/weights pair)"
+            )
+        return path if is_native_dir(path) else None
+    name = DEFAULT_MODEL if model is None else str(model)
+    if name in RELEASED_MODELS:
+        return None
+    if name in shipped_models():
+        return shipped_model_dir(name)
+    raise ModelNotFoundError(
+        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}), a shipped "
+        f"model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
+        f"({CONFIG_NAME} + {WEIGHTS_NAME}, or one official options/weights pair)"
+    )
+
+
+def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:
+    """The files of `model` (see the module docstring), downloading a released model."""
+    directory = model_directory(model)
+    if directory is not None:
+        return ModelFiles(directory=directory)
+    if str(model) in RELEASED_MODELS and not Path(str(model)).exists():
+        return ModelFiles(None, *resolve_released(str(model), progress=progress))
+    return ModelFiles(None, *find_official_pair(Path(model)))
+
+
+def load_pretrained(
+    model: str | Path | None = None, *, progress: bool = True
+) -> tuple[BiLM, dict[str, torch.Tensor]]:
+    """A biLM in eval mode and the other tensors stored with it (such as `softmax.weight`;
+    none for official files). `model`: a name or path as in the module docstring."""
+    files = resolve_model(model, progress=progress)
+    if files.directory is not None:
+        return load_native(files.directory)
+    return load_bilm_tf(files.options, files.weights), {}
 
 
 def load_bilm(
@@ -39,29 +139,37 @@ def load_bilm(
     weights: str | Path | None = None,
     progress: bool = True,
 ) -> BiLM:
-    """Load a biLM in eval mode.
-
-    `model` is `None`/"default" (the shipped model), a released name (`small`, `medium`,
-    `original`, `original-5.5B`, downloaded on first use), a directory in our format, or a
-    directory holding one official options/weights pair. Or give `options` and `weights`.
-    """
+    """Load a biLM in eval mode: `model` as in the module docstring (None: `default`), or an
+    official `options`/`weights` pair."""
     if options is not None or weights is not None:
         if options is None or weights is None or model is not None:
             raise ElmoError("give both --options and --weights, and no model name")
         return load_bilm_tf(options, weights)
-    if model is None or str(model) == DEFAULT_MODEL:
-        directory = default_model_dir()
-        if not is_native_dir(directory):
-            raise ElmoError(f"the default model is not installed at {directory}")
-        return load_pretrained(directory)[0]
-    if str(model) in RELEASED_MODELS and not Path(model).exists():
-        return load_bilm_tf(*resolve_released(str(model), progress=progress))
-    path = Path(model)
-    if path.is_dir():
-        if is_native_dir(path):
-            return load_pretrained(path)[0]
-        return load_bilm_tf(*find_official_pair(path))
-    raise ElmoError(
-        f"model {str(model)!r} is neither a released name ({', '.join(RELEASED_MODELS)}, "
-        f"{DEFAULT_MODEL}) nor a model directory"
-    )
+    return load_pretrained(model, progress=progress)[0]
+
+
+def model_vocab_file(model: str | Path | None) -> Path | None:
+    """The `vocab.txt` stored with `model`, if it has one."""
+    directory = model_directory(model)
+    vocab = directory / VOCAB_NAME if directory is not None else None
+    return vocab if vocab is not None and vocab.is_file() else None
+
+
+def recorded_tokenizer(model: str | Path | None) -> str | None:
+    """The tokenizer `model` was trained with, as recorded in its directory: `run.json` of an
+    `elmo train` run, or a shipped model's `card.json`; None when nothing is recorded."""
+    directory = model_directory(model)
+    if directory is None:
+        return None
+    for record, keys in ((directory / RUN_NAME, ("config", "tokenizer")),
+                         (directory / CARD_NAME, ("tokenizer",))):
+        if record.is_file():
+            try:
+                value = json.loads(record.read_text(encoding="utf-8"))
+                for key in keys:
+                    value = value[key]
+                return value
+            except (ValueError, KeyError, TypeError) as err:
+                raise ElmoError(f"{record} does not record the tokenizer ({err!r}); pass "
+                                "--tokenizer") from None
+    return None

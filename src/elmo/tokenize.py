@@ -43,7 +43,7 @@ class _Moses:
                 from sacremoses import MosesTokenizer
             except ImportError as err:
                 raise ImportError(
-                    "the 'moses' tokenizer needs sacremoses: pip install 'elmo[moses]'"
+                    "the 'moses' tokenizer needs sacremoses: pip install 'elmo-bilm[moses]'"
                 ) from err
             self._tok = MosesTokenizer(lang=self.lang)
         return self._tok.tokenize(text, escape=False)
@@ -64,7 +64,7 @@ class _Jieba:
                 import jieba
             except ImportError as err:
                 raise ImportError(
-                    "the 'jieba' tokenizer needs jieba: pip install 'elmo[zh]'"
+                    "the 'jieba' tokenizer needs jieba: pip install 'elmo-bilm[zh]'"
                 ) from err
             import logging
 

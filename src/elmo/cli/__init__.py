@@ -8,7 +8,10 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from elmo.cli import embed, export, merge, perplexity, task, train, vocab
+import torch
+
+from elmo import __version__
+from elmo.cli import analyze, embed, export, merge, perplexity, task, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
@@ -20,6 +23,7 @@ SUBCOMMANDS = {
     "perplexity": perplexity,
     "export": export,
     "task": task,
+    "analyze": analyze,
 }
 
 
@@ -31,9 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo", description="ELMo: deep contextualized word representations."
     )
+    parser.add_argument("--version", action="version", version=f"elmo {__version__}")
+    threads_help = "CPU threads for torch (default: torch's choice, usually one per core)"
+    # before or after COMMAND; two names, as a subcommand's default would hide the first
+    parser.add_argument("--threads", type=int, metavar="N", dest="threads_before",
+                        help=threads_help)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         module.add_parser(sub, name)
+    for command_parser in sub.choices.values():
+        command_parser.add_argument("--threads", type=int, metavar="N", help=threads_help)
+        # errors found after parsing print this subcommand's usage, not the top-level one
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -41,14 +54,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    threads = args.threads if args.threads is not None else args.threads_before
+    if threads is not None:
+        if threads < 1:
+            args.command_parser.error("--threads must be at least 1")
+        torch.set_num_threads(threads)
     warnings.showwarning = _show_warning
     try:
-        return args.run(args, parser) or 0
+        return args.run(args, args.command_parser) or 0
     except KeyboardInterrupt:
         print("elmo: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
-    except (ElmoError, DownloadError, FileNotFoundError, ValueError) as err:
+    except (ElmoError, DownloadError, ValueError, OSError) as err:
         if os.environ.get("ELMO_DEBUG"):
             raise
-        print(f"elmo: error: {err}", file=sys.stderr)
+        print(f"elmo: error: {_describe(err)}", file=sys.stderr)
         return 1
+
+
+def _describe(err: Exception) -> str:
+    """An error's message; for an OSError from the system, what failed on which file."""
+    if isinstance(err, OSError) and err.strerror and err.filename:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)

@@ -5,24 +5,37 @@ from __future__ import annotations
 import argparse
 import os
 
-from elmo.embed import ENCODING_ERRORS, LAYER_MODES, Embedder
+from elmo.cli.common import add_overwrite, add_tokenizer
+from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
+from elmo.textfile import ENCODING_ERRORS
+
+USAGE = """elmo embed [options] MODEL INPUT OUTPUT
+       elmo embed [options] --options FILE --weights FILE INPUT OUTPUT"""
+SHARD = "{shard}"
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
+        usage=USAGE,
         help="embed a text file (one tokenized sentence per line) into HDF5",
-        description="Embed INPUT (UTF-8, one sentence per line, tokens separated by white "
-        "space) into OUTPUT (HDF5: one dataset per line, named by its 0-based number, and "
-        "'sentence_to_index'). MODEL is a released name (small, medium, original, "
-        "original-5.5B), 'default', a directory in our format, or a directory holding one "
-        "official options/weights pair; or give --options and --weights instead.",
+        description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
+        "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
+        "MODEL is a released name (small, medium, original, original-5.5B), 'default', a "
+        "directory in our format, or a directory holding one official options/weights pair; "
+        "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
+        "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
+        "replaced only with --overwrite; a missing directory is created.",
     )
-    p.add_argument("paths", nargs="+", metavar="[MODEL] INPUT OUTPUT")
+    p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
     p.add_argument("--options", help="official options.json (with --weights, instead of MODEL)")
     p.add_argument("--weights", help="official weights.hdf5 (with --options)")
     p.add_argument("--layers", choices=LAYER_MODES, default="all",
                    help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
+    p.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
+                   help="type of the stored vectors; float16 halves the file (relative "
+                   "error up to 5e-4). Default: float32")
+    add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
                    "available, else cpu)")
@@ -35,8 +48,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--num-shards", type=int, default=1,
                    help="split INPUT into this many contiguous blocks of lines (default 1)")
     p.add_argument("--shard-index", type=int, default=None,
-                   help="which block to embed (default: $RANK, as set by torchrun, else 0); "
-                   "'{shard}' in OUTPUT is replaced by it. Join the parts with `elmo merge`")
+                   help="which block to embed (default: $RANK, as set by torchrun); "
+                   f"'{SHARD}' in OUTPUT is replaced by it. Join the parts with `elmo merge`")
+    add_overwrite(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -49,17 +63,38 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"embed takes {form}; got {len(args.paths)} paths: {args.paths}")
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
+    if args.num_shards < 1:
+        parser.error("--num-shards must be at least 1")
     model = None if official else args.paths[0]
     input_path, output_path = args.paths[-2:]
-    shard_index = args.shard_index
-    if shard_index is None:
-        shard_index = int(os.environ.get("RANK", 0)) if args.num_shards > 1 else 0
-    output_path = output_path.replace("{shard}", str(shard_index))
+    shard_index = _shard_index(args, output_path, parser)
+    output_path = output_path.replace(SHARD, str(shard_index))
     embedder = Embedder.from_pretrained(
         model, options=args.options, weights=args.weights, device=args.device,
         batch_size=args.batch_size, stateful=args.stateful,
+        tokenizer=args.tokenizer,
     )
-    embedder.embed_file(input_path, output_path, layers=args.layers,
+    embedder.embed_file(input_path, output_path, layers=args.layers, dtype=args.dtype,
                         encoding_errors=args.encoding_errors, progress=not args.quiet,
-                        num_shards=args.num_shards, shard_index=shard_index)
+                        num_shards=args.num_shards, shard_index=shard_index,
+                        overwrite=args.overwrite)
     return 0
+
+
+def _shard_index(args: argparse.Namespace, output: str, parser: argparse.ArgumentParser) -> int:
+    """--shard-index, else $RANK; with several shards one of them is required, and OUTPUT
+    must name each shard's file when the index comes from $RANK."""
+    if args.num_shards == 1:
+        return args.shard_index or 0
+    if args.shard_index is not None:
+        return args.shard_index
+    rank = os.environ.get("RANK")
+    if rank is None:
+        parser.error(f"--num-shards {args.num_shards} needs --shard-index I (or $RANK, which "
+                     "torchrun sets): which block of lines should this process embed?")
+    if not rank.isdigit():
+        parser.error(f"the environment variable RANK={rank!r} is not a shard index (0, 1, ...)")
+    if SHARD not in output:
+        parser.error(f"with the shard index from $RANK, OUTPUT must contain '{SHARD}' so that "
+                     f"each process writes its own file, e.g. out.{SHARD}.hdf5")
+    return int(rank)

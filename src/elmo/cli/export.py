@@ -1,4 +1,5 @@
-"""`elmo export`: write a biLM in the official bilm-tf format (options.json + weights.hdf5)."""
+"""`elmo export`: write a biLM in the official bilm-tf format (options.json + weights.hdf5) or
+in our format (config.json + model.safetensors)."""
 
 from __future__ import annotations
 
@@ -7,33 +8,48 @@ import shutil
 import sys
 from pathlib import Path
 
+from elmo.atomic import atomic_output, claim_output
+from elmo.cli.common import add_overwrite
 from elmo.formats.bilm_tf import save_bilm_tf
-from elmo.pretrained import load_bilm
-from elmo.training.prepare import VOCAB_NAME
+from elmo.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
+from elmo.pretrained import load_bilm, model_vocab_file
 
-FORMATS = ("bilm-tf",)
+# The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
+FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
-        help="export a biLM to the official bilm-tf format",
+        help="export a biLM to the official bilm-tf format or to ours",
         description="Write MODEL (a directory from `elmo train` or in our format, a released "
-        "name, or a directory with an options/weights pair) to OUTDIR as options.json + "
-        "weights.hdf5, plus vocab.txt when MODEL has one. The softmax is not exported (the "
-        "official prediction files have none).",
+        "name, or a directory with an options/weights pair) to OUTDIR (created if missing): "
+        "bilm-tf writes options.json + weights.hdf5, native writes config.json + "
+        "model.safetensors (what `elmo embed OUTDIR` loads fastest); plus vocab.txt when MODEL "
+        "has one. The softmax is not exported (the official prediction files have none).",
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("out_dir", metavar="OUTDIR")
-    p.add_argument("--format", choices=FORMATS, default="bilm-tf", help="default bilm-tf")
+    p.add_argument("--format", choices=sorted(FORMATS), default="bilm-tf",
+                   help="default bilm-tf")
+    add_overwrite(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    bilm = load_bilm(args.model)
-    written = list(save_bilm_tf(bilm, args.out_dir))
-    vocab = Path(args.model) / VOCAB_NAME
-    if vocab.is_file():
-        written.append(Path(shutil.copyfile(vocab, Path(args.out_dir) / VOCAB_NAME)))
+    vocab = model_vocab_file(args.model)
+    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ())
+    model_path = [args.model] if Path(args.model).exists() else []
+    with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
+                      directory_of=names) as out_dir:
+        bilm = load_bilm(args.model)
+        if args.format == "native":
+            save_pretrained(bilm, out_dir)
+        else:
+            save_bilm_tf(bilm, out_dir)
+        if vocab is not None:
+            with atomic_output(out_dir / VOCAB_NAME) as tmp:
+                shutil.copyfile(vocab, tmp)
+    written = [out_dir / name for name in names]
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from elmo.cli.common import add_overwrite
 from elmo.hdf5_output import merge_shards
 
 
@@ -11,14 +12,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="join the shards of `elmo embed --num-shards N` into one HDF5 file",
-        description="Join SHARD files (all N of one run, any order) into OUTPUT, the same "
-        "file a one-process `elmo embed` run writes.",
+        description="Join SHARD files (all N of one run, any order) into OUTPUT: bit for "
+        "bit the file a one-process `elmo embed` run with the same options writes. Shards of "
+        "another input, model or option are refused.",
     )
     p.add_argument("output", metavar="OUTPUT")
     p.add_argument("shards", nargs="+", metavar="SHARD")
+    add_overwrite(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    merge_shards(args.shards, args.output)
+    merge_shards(args.shards, args.output, overwrite=args.overwrite)
     return 0

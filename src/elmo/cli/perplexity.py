@@ -7,9 +7,11 @@ import json
 
 from tqdm import tqdm
 
+from elmo.cli.common import add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.errors import InputFileError
+from elmo.pretrained import recorded_tokenizer
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -18,14 +20,14 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="perplexity of a trained biLM on a text file",
-        description="Score FILE (one sentence per line) with MODEL, a directory written by "
-        "`elmo train` (it has the softmax). Exact softmax; every sentence is scored from a "
-        "zero state, n + 1 predictions per direction; the average is exp of the mean of both "
-        "directions' losses.",
+        description="Score FILE (one sentence per line, plain or gzipped; '-' reads stdin) "
+        "with MODEL, a directory written by `elmo train` (it has the softmax). Exact softmax; "
+        "every sentence is scored from a zero state, n + 1 predictions per direction; the "
+        "average is exp of the mean of both directions' losses.",
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace")
+    add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
     p.add_argument("--device", help="torch device (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -38,9 +40,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--batch-size must be at least 1")
     lm, vocab = load_language_model(args.model)
     lm.to(resolve_device(args.device))
-    sentences = iter_sentences(expand_paths([args.file]), args.tokenizer)
+    tokenizer = args.tokenizer or recorded_tokenizer(args.model) or "whitespace"
+    sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
     totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)
+    if totals.n_tokens == 0:
+        raise InputFileError(f"{args.file} has no sentences to score (it is empty or blank)")
     if args.json:
         print(json.dumps(totals.to_dict()))
     else:

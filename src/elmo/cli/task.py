@@ -4,13 +4,17 @@ predict with it."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from types import SimpleNamespace
 
+from elmo.atomic import claim_output
+from elmo.cli.common import add_overwrite
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
-from elmo.tasks.readers import ENCODING_ERRORS, FORMATS, SCHEMES
+from elmo.tasks.readers import FORMATS, SCHEMES
 from elmo.tasks.recipe import (
     TASKS,
     TaskConfig,
@@ -19,9 +23,11 @@ from elmo.tasks.recipe import (
     predict_file,
     train_task,
 )
+from elmo.textfile import ENCODING_ERRORS
 from elmo.tokenize import TOKENIZER_NAMES
 
-DEFAULTS = TaskConfig("tagging", "", "", "", "conll")
+# the defaults of TaskConfig's optional fields, for the options and their help
+DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(TaskConfig)})
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -36,11 +42,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def _runtime_options(p: argparse.ArgumentParser) -> None:
+    """Options of every action: cache, device, threads, progress."""
     p.add_argument("--cache-dir", metavar="DIR",
                    help="feature cache of the frozen biLM's layers (default: "
                    "$ELMO_CACHE/features, else ~/.cache/elmo/features)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+    # as `elmo --threads` adds it to every command: here after the action too
+    p.add_argument("--threads", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="CPU threads for torch (default: torch's choice)")
+    p.set_defaults(command_parser=p)  # errors print this action's usage
 
 
 def _format_options(group: argparse._ArgumentGroup) -> None:
@@ -56,7 +67,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--scheme", choices=SCHEMES,
                       help="conll: span tags in this scheme, scored by span F1 (default: "
                       "tags are plain labels, scored by accuracy)")
-    group.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag)
+    group.add_argument("--conllu-tag", dest="tag", choices=("upos", "xpos"), default=d.tag,
+                       help="conllu")
     group.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
@@ -78,9 +90,13 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     data = p.add_argument_group("data")
     data.add_argument("--task", required=True, choices=TASKS)
     data.add_argument("--train", required=True, metavar="FILE")
-    data.add_argument("--dev", required=True, metavar="FILE")
-    data.add_argument("--test", metavar="FILE")
-    data.add_argument("--out", required=True, metavar="DIR")
+    data.add_argument("--dev", metavar="FILE", help="development data: early stopping and "
+                      "the best epoch")
+    data.add_argument("--dev-fraction", type=float, default=0.0, metavar="F",
+                      help="instead of --dev: hold out this fraction of --train (the same part "
+                      "in every run)")
+    data.add_argument("--test", metavar="FILE", help="scored with the best model at the end")
+    data.add_argument("--out", required=True, metavar="DIR", help="run directory")
     _format_options(data)
     data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
                       help="train on this fraction of --train, sampled with --seed (the "
@@ -99,9 +115,15 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       help="lambda * sum_j s_j^2 added to the loss, per learned mix")
     elmo.add_argument("--mix-lr", type=float, default=d.mix_lr,
                       help="Adam learning rate of the mixes' s and gamma")
+    elmo.add_argument("--scale-layers", action=argparse.BooleanOptionalAction,
+                      default=d.scale_layers,
+                      help="divide each layer by its RMS over the training file before mixing, "
+                      "so that the learned weights compare layers on equal terms")
     elmo.add_argument("--layer-norm", action="store_true",
-                      help="normalise each layer before mixing (as the original)")
-    elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout)
+                      help="normalise each layer over the batch before mixing (as the "
+                      "original; a sentence's output then depends on its batch)")
+    elmo.add_argument("--elmo-dropout", type=float, default=d.elmo_dropout,
+                      help="on each mix's output")
     elmo.add_argument("--fine-tune", action="store_true",
                       help="train the biLM too, ULMFiT-style: learning rates divided by 2.6 "
                       "per layer group downwards, slanted triangular schedule, one more group "
@@ -110,16 +132,18 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
                        help="default: span-f1 with --scheme, else accuracy")
-    train.add_argument("--seed", type=int, default=d.seed)
-    train.add_argument("--epochs", type=int, default=d.epochs)
+    train.add_argument("--seed", type=int, default=d.seed,
+                       help="initialisation, batch order and --train-fraction sample")
+    train.add_argument("--epochs", type=int, default=d.epochs, help="at most this many")
     train.add_argument("--patience", type=int, default=d.patience,
                        help="stop after this many epochs without a better dev score")
-    train.add_argument("--batch-size", type=int, default=d.batch_size)
+    train.add_argument("--batch-size", type=int, default=d.batch_size, help="examples")
     train.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
-    train.add_argument("--embedding-dim", type=int, default=d.embedding_dim)
+    train.add_argument("--embedding-dim", type=int, default=d.embedding_dim,
+                       help="trainable word embeddings")
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
-    train.add_argument("--dropout", type=float, default=d.dropout)
+    train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")
     _runtime_options(p)
     p.set_defaults(run=run_train)
 
@@ -144,6 +168,7 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
+    add_overwrite(p)
     _runtime_options(p)
     p.set_defaults(run=run_predict)
 
@@ -158,6 +183,7 @@ def _add_text(commands: argparse._SubParsersAction) -> None:
         "OUTPUT ...`).")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
+    add_overwrite(p)
     group = p.add_argument_group("format")
     _format_options(group)
     p.set_defaults(run=run_text)
@@ -188,7 +214,8 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
+    with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        n = predict_file(args.run_dir, args.input, args.output, **_overrides(args))
     if not args.quiet:
         print(f"{n} examples predicted into {args.output}", file=sys.stderr)
     return 0
@@ -198,9 +225,11 @@ def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.format == "tsv" and not args.text_columns:
         parser.error("--format tsv needs --text-columns")
     options = {"conll": ("token_column", "tag_column"), "conllu": ("tag",),
-               "label-text": ("tokenizer",), "tsv": ("text_columns", "tokenizer")}[args.format]
-    n = export_text(args.input, args.output, args.format, encoding_errors=args.encoding_errors,
-                    **{k: getattr(args, k) for k in options},
-                    **({"label_column": args.label_column or ""} if args.format == "tsv" else {}))
+               "label-text": ("tokenizer",),
+               "tsv": ("text_columns", "label_column", "tokenizer")}[args.format]
+    with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        n = export_text(args.input, args.output, args.format,
+                        encoding_errors=args.encoding_errors,
+                        **{k: getattr(args, k) for k in options})
     print(f"{n} sentences written to {args.output}", file=sys.stderr)
     return 0

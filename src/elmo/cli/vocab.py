@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from elmo.atomic import claim_output
+from elmo.cli.common import add_overwrite
 from elmo.data.corpus import expand_paths
+from elmo.errors import InputFileError
+from elmo.textfile import STDIN, is_stdin
 from elmo.tokenize import TOKENIZER_NAMES
-from elmo.training.prepare import scan_corpus
+from elmo.training.prepare import CorpusStats, scan_corpus
+from elmo.vocab import Vocabulary
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -15,12 +21,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="build a vocabulary file from a corpus",
         description="Count the words of the training files (one sentence per line, plain or "
-        ".gz, globs allowed) and write a bilm-tf vocabulary: <S>, </S>, <UNK>, then the words "
-        "by descending frequency. Also reports the token count.",
+        ".gz, globs allowed, '-' for stdin) and write a bilm-tf vocabulary: <S>, </S>, <UNK>, "
+        "then the words by descending frequency. Also reports the token count.",
     )
     p.add_argument("--train", nargs="+", required=True, metavar="PATH")
-    p.add_argument("--out", required=True, metavar="FILE", help="vocabulary file to write")
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help=f"vocabulary file to write ('{STDIN}': stdout)")
+    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
+                   help="how lines become tokens (default whitespace)")
+    add_overwrite(p)
     p.add_argument("--min-count", type=int, default=1, help="keep words seen this often")
     p.add_argument("--max-vocab", type=int, metavar="N", help="keep at most N words in all")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -30,11 +39,26 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.min_count < 1:
         parser.error("--min-count must be at least 1")
-    stats, vocab = scan_corpus(expand_paths(args.train), args.tokenizer,
-                               min_count=args.min_count, max_vocab=args.max_vocab,
-                               progress=not args.quiet)
-    vocab.save(args.out)
+    if args.max_vocab is not None and args.max_vocab < 3:
+        parser.error("--max-vocab must be at least 3 (<S>, </S>, <UNK>)")
+    paths = expand_paths(args.train, allow_stdin=True)
+    if is_stdin(args.out):
+        stats, vocab = _scan(args, paths)
+        sys.stdout.write("".join(word + "\n" for word in vocab))
+    else:
+        with claim_output(args.out, inputs=paths, overwrite=args.overwrite):
+            stats, vocab = _scan(args, paths)
+            vocab.save(args.out)
     if not args.quiet:
         print(f"{len(vocab):,} words from {stats.n_sentences:,} sentences "
               f"({stats.n_tokens:,} tokens) -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _scan(args: argparse.Namespace, paths: list[Path]) -> tuple[CorpusStats, Vocabulary]:
+    stats, vocab = scan_corpus(paths, args.tokenizer, min_count=args.min_count,
+                               max_vocab=args.max_vocab, progress=not args.quiet)
+    if stats.n_sentences == 0:
+        raise InputFileError(f"the training files {args.train} have no sentences (empty or "
+                             "blank): a vocabulary needs words")
+    return stats, vocab

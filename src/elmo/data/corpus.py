@@ -1,4 +1,4 @@
-"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8.
+"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8 (or stdin).
 
 Nothing here reads a whole file: lines are decoded one at a time, so memory stays flat
 however large the corpus is. A *sentence index* counts the non-blank lines of the whole
@@ -9,20 +9,23 @@ non-empty sentence, so it is also the index of the tokenized sentence.
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from elmo.errors import InputFileError
+from elmo.textfile import is_stdin, read_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
 
 
-def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
+def expand_paths(patterns: Sequence[PathLike], allow_stdin: bool = False) -> list[Path]:
     """Expand glob patterns (each sorted) and keep plain paths, in the order given.
 
-    Raises FileNotFoundError naming a pattern or path that matches no file.
+    `-` (stdin) is kept if `allow_stdin` (for callers that read their input once). Raises
+    FileNotFoundError naming a pattern or path that matches no file, InputFileError for a
+    directory.
     """
     if isinstance(patterns, str | os.PathLike):
         patterns = [patterns]
@@ -37,9 +40,12 @@ def expand_paths(patterns: Sequence[PathLike]) -> list[Path]:
             paths.extend(matches)
         else:
             path = Path(text)
+            if is_stdin(path) and not allow_stdin:
+                raise InputFileError("this command reads its input more than once, so it cannot "
+                                     "read stdin ('-'): save the text to a file")
             if path.is_dir():
-                raise IsADirectoryError(f"{text!r} is a directory; use a glob like '{text}/*'")
-            if not path.is_file():
+                raise InputFileError(f"{text!r} is a directory; use a glob like '{text}/*'")
+            if not path.is_file() and not (allow_stdin and is_stdin(path)):
                 raise FileNotFoundError(f"no such file: {text!r}")
             paths.append(path)
     return paths
@@ -54,25 +60,13 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
 def iter_lines(paths: PathLike | Iterable[PathLike]) -> Iterator[str]:
     """Yield the non-blank lines of the files in order, without their line ending.
 
-    ``.gz`` files are decompressed on the fly. Invalid UTF-8 raises ValueError naming the
-    file and the 1-based line number. A UTF-8 byte-order mark at the start is dropped.
+    Read with `elmo.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
+    dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line.
     """
     for path in _as_paths(paths):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise ValueError(
-                        f"{path}:{lineno}: invalid UTF-8 at byte {err.start} of the line"
-                    ) from None
-                if lineno == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                if line.endswith("\n"):
-                    line = line[:-2] if line.endswith("\r\n") else line[:-1]
-                if line and not line.isspace():
-                    yield line
+        for _, line in read_lines(path):
+            if line and not line.isspace():
+                yield line
 
 
 def iter_sentences(

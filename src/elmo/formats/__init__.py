@@ -1,12 +1,12 @@
 """Model file formats: the official bilm-tf pair and our safetensors directory."""
 
 from elmo.formats.bilm_tf import WeightsMismatchError, load_bilm_tf, save_bilm_tf
-from elmo.formats.native import load_pretrained, save_pretrained
+from elmo.formats.native import load_native, save_pretrained
 
 __all__ = [
     "WeightsMismatchError",
     "load_bilm_tf",
-    "load_pretrained",
+    "load_native",
     "save_bilm_tf",
     "save_pretrained",
 ]

@@ -1,4 +1,8 @@
-"""Our own format: a directory with `config.json` and `model.safetensors` (+ `vocab.txt`)."""
+"""Our own format: a directory with `config.json` and `model.safetensors`.
+
+A model written by `elmo train` also holds its vocabulary (`vocab.txt`, whose order is the
+softmax's rows) and the options it was trained with (`run.json`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from elmo.modules.bilm import BiLM
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+VOCAB_NAME = "vocab.txt"
+RUN_NAME = "run.json"
 
 
 def save_pretrained(
@@ -46,9 +52,10 @@ def is_native_dir(path: str | Path) -> bool:
     return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
 
 
-def load_pretrained(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
+def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
     """Load a BiLM saved by `save_pretrained`; returns it (in eval mode, float32) and the
-    file's other tensors (such as `softmax.weight`)."""
+    file's other tensors (such as `softmax.weight`). For names as well as directories, use
+    `elmo.load_pretrained`."""
     model_dir = Path(model_dir)
     if not is_native_dir(model_dir):
         raise FileNotFoundError(

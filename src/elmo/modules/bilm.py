@@ -96,7 +96,8 @@ class BiLM(nn.Module):
         """char_ids (..., C) -> token vectors (..., P), the char-CNN run once per distinct token."""
         flat = char_ids.reshape(-1, char_ids.shape[-1])
         distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        return self.token_encoder(distinct)[inverse].reshape(*char_ids.shape[:-1], -1)
+        vectors = self.token_encoder(distinct)[inverse]  # (N, P)
+        return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
     def contextualize(
         self, tokens: torch.Tensor, lengths: torch.Tensor, keep_boundaries: bool = False
@@ -107,13 +108,17 @@ class BiLM(nn.Module):
         positions. Returns layers (L+1, B, T, 2P) and mask (B, T) without the boundaries
         (or with them, (L+1, B, T+2, 2P), if `keep_boundaries`).
         """
+        b, t, p = tokens.shape
+        if b == 0:  # an empty batch: empty layers; a carried state is kept for the next call
+            t = t if keep_boundaries else t - 2
+            return BiLMOutput(tokens.new_zeros(self.num_layers, 0, t, 2 * p),
+                              torch.zeros(0, t, dtype=torch.bool, device=tokens.device))
         backward_input = reverse_within_lengths(tokens, lengths)
         # Stateless and without boundaries, the forward stack need not read </S> nor the
         # backward stack <S>: their outputs there are dropped and no state is carried on.
         read = lengths if keep_boundaries or self.stateful else lengths - 1
         outputs = self.run_lstm(torch.stack([tokens, backward_input]), read)  # L x (2,B,T+2,P)
 
-        b, t, p = tokens.shape
         layers = tokens.new_empty(self.num_layers, b, t, 2 * p)  # filled in place: no copies
         layers[0, :, :, :p] = tokens
         layers[0, :, :, p:] = tokens

@@ -10,6 +10,10 @@ from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
 
 N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
+# Fewer rows than this take other matmul and convolution kernels, whose last bits differ (CPU,
+# torch 2.13: 1-15 rows differ, 16 and more agree). Smaller groups are padded to it, so that a
+# token's vector does not depend on how many tokens are encoded with it.
+MIN_ROWS = 16
 
 
 class Highway(nn.Module):
@@ -52,9 +56,9 @@ class CharCNNEncoder(nn.Module):
         lengths = ((flat != 0) & (flat != PAD_CHAR + 1)).sum(dim=1)  # (N,)
         order = torch.argsort(lengths)
         chunks = [self._encode(flat[part], int(lengths[part[-1]]))
-                  for part in order.split(chunk_size)] or [self._encode(flat, 0)]
+                  for part in order.split(chunk_size) if len(part)] or [self._encode(flat, 0)]
         vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
-        return vectors.reshape(*char_ids.shape[:-1], -1)
+        return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
     def _encode(self, char_ids: torch.Tensor, longest: int) -> torch.Tensor:
         """char_ids (N, C) whose tokens have at most `longest` ids before their padding -> (N, P).
@@ -62,7 +66,10 @@ class CharCNNEncoder(nn.Module):
         Exact on `longest + widest filter` positions: every window left out lies wholly in the
         padding, and equals a window that is kept (one at a token's first PAD position).
         """
+        n = char_ids.shape[0]
         char_ids = char_ids[:, : longest + max(width for width, _ in self.config.filters)]
+        if 0 < n < MIN_ROWS:
+            char_ids = torch.cat([char_ids, char_ids[:1].expand(MIN_ROWS - n, -1)])
         x = self.char_embedding(char_ids)  # (N, C, E)
         x = x.transpose(1, 2)  # (N, E, C)
         # Each filter: convolve over character positions, max over positions, activate.
@@ -70,4 +77,4 @@ class CharCNNEncoder(nn.Module):
         x = torch.cat(pooled, dim=-1)  # (N, n_filters)
         for highway in self.highways:
             x = highway(x)
-        return self.projection(x)  # (N, P)
+        return self.projection(x)[:n]  # (N, P)

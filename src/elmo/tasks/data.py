@@ -50,6 +50,18 @@ def nested_sample(n: int, fraction: float, seed: int) -> list[int]:
     return sorted(order[: max(1, round(fraction * n))].tolist())
 
 
+def held_out_split(n: int, fraction: float) -> tuple[list[int], list[int]]:
+    """(kept, held out) indices of n examples, round(fraction * n) held out, the same for
+    every run (a fixed permutation): a dev set for a data set that has none."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"--dev-fraction must be in (0, 1), got {fraction}")
+    order = np.random.default_rng(0).permutation(n)
+    held = max(1, round(fraction * n))
+    if held >= n:
+        raise ValueError(f"--dev-fraction {fraction} of {n} examples leaves none to train on")
+    return sorted(order[held:].tolist()), sorted(order[:held].tolist())
+
+
 def build_vocab(examples: Sequence) -> list[str]:
     """The special words, then every word of `examples` in order of first appearance."""
     words = dict.fromkeys(SPECIAL_WORDS)
@@ -61,6 +73,17 @@ def build_vocab(examples: Sequence) -> list[str]:
 def build_labels(examples: Sequence) -> list[str]:
     """The sorted tags or labels of the training examples."""
     return sorted({t for e in examples for t in targets_of(e)})
+
+
+def require_targets(examples: Sequence, path: str | Path) -> None:
+    """Every example must have its gold tags or label (training and scoring need them)."""
+    for example in examples:
+        targets = targets_of(example)
+        if not targets or "" in targets:
+            what = "tag column" if isinstance(example, TaggedSentence) else "label"
+            raise InputFileError(f"{path}, line {example.line}: no {what}; training and "
+                                 "evaluation need gold tags or labels (check the format "
+                                 "options)")
 
 
 def check_labels(examples: Sequence, labels: Sequence[str], path: str | Path,

@@ -47,6 +47,11 @@ class TaskModel(nn.Module):
         return {name: mix.weights() for name, mix in zip(self.mix_names, self.elmo.mixes,
                                                          strict=True)}
 
+    def set_layer_scales(self, scales: list[float]) -> None:
+        """Multiply the biLM's layers by these constants before every mix (saved with it)."""
+        for mix in self.elmo.mixes:
+            mix.layer_scales.copy_(torch.tensor(scales))
+
     def mix_penalty(self, lam: float) -> torch.Tensor | float:
         """The paper's lambda * sum_j s_j^2 over the learned mixes."""
         if self.elmo is None or lam == 0:

@@ -8,18 +8,17 @@ written back in the input's format (:func:`write_predictions`). Bad input raises
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
+from elmo.textfile import read_lines
 from elmo.tokenize import get_tokenizer
 
 FORMATS = ("conll", "conllu", "label-text", "tsv")
 SCHEMES = ("iob1", "iob2", "bioes")
-ENCODING_ERRORS = ("strict", "replace")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
 
@@ -33,6 +32,15 @@ class TaggedSentence:
     line: int = 0  # 1-based line of the first token
     rows: list[str] = field(default_factory=list, repr=False)  # source lines, comments too
     token_rows: list[int] = field(default_factory=list, repr=False)  # row of each token
+
+    def add_row(self, row: str, token: str | None = None, tag: str | None = None) -> None:
+        """Append a source line, and the token (and tag) it holds, if any."""
+        self.rows.append(row)
+        if token is not None:
+            self.tokens.append(token)
+            self.token_rows.append(len(self.rows) - 1)
+        if tag is not None:
+            self.tags.append(tag)
 
 
 @dataclass
@@ -62,38 +70,11 @@ Example = TaggedSentence | LabeledText | LabeledPair
 
 
 def numbered_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
-    """(1-based number, text without its line ending) for every line of a plain or .gz file.
-
-    A line that is not UTF-8 raises InputFileError naming the file and line, unless
-    `encoding_errors="replace"`. A byte-order mark at the start is dropped.
-    """
-    if encoding_errors not in ENCODING_ERRORS:
-        raise ValueError(f"encoding_errors must be one of {ENCODING_ERRORS}")
-    path = Path(path)
-    if path.is_dir():
-        raise InputFileError(f"input {path} is a directory, not a text file")
-    if not path.exists():
-        raise InputFileError(f"input file not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        number = 0
-        try:
-            for number, raw in enumerate(f, start=1):  # noqa: B007 - read after the loop
-                try:
-                    text = raw.decode("utf-8", errors=encoding_errors)
-                except UnicodeDecodeError as err:
-                    raise InputFileError(
-                        f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte "
-                        f"{err.start}); convert the file to UTF-8 or pass --encoding-errors "
-                        "replace"
-                    ) from None
-                if number == 1 and text.startswith("\ufeff"):
-                    text = text[1:]
-                yield number, text.rstrip("\r\n")
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(
-                f"{path}, after line {number}: not a complete gzip file ({err})"
-            ) from None
+    """(1-based number, text without its line ending) for every line of a plain or .gz file:
+    `elmo.textfile.read_lines`, the project's one text reader (a line that is not UTF-8
+    raises InputFileError naming the file and line, unless `encoding_errors="replace"`)."""
+    for number, text in read_lines(path, encoding_errors):
+        yield number + 1, text
 
 
 def _blocks(path: Path, encoding_errors: str) -> Iterator[list[tuple[int, str]]]:
@@ -135,6 +116,22 @@ def _nonempty(path: Path, examples: list, what: str) -> list:
     return examples
 
 
+RowParser = Callable[[int, str, TaggedSentence], tuple[str | None, str | None]]
+
+
+def _read_tagged(path: Path, encoding_errors: str, parse_row: RowParser) -> list[TaggedSentence]:
+    """Sentences of blank-line-separated blocks; `parse_row(number, text, sentence so far)`
+    gives each line's token and tag (None, None for a line without a token)."""
+    sentences = []
+    for block in _blocks(path, encoding_errors):
+        sentence = TaggedSentence([], [], line=block[0][0])
+        for number, text in block:
+            sentence.add_row(text, *parse_row(number, text, sentence))
+        if sentence.tokens:
+            sentences.append(sentence)
+    return _nonempty(path, sentences, "sentences")
+
+
 def read_conll(
     path: str | Path,
     token_column: int = 0,
@@ -151,33 +148,28 @@ def read_conll(
     path = Path(path)
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
-    sentences = []
-    for block in _blocks(path, encoding_errors):
-        sentence = TaggedSentence([], [], line=block[0][0])
-        for number, text in block:
-            columns = text.split()
-            if columns[0] == DOCSTART:
-                continue
-            if not -len(columns) <= token_column < len(columns):
-                raise InputFileError(
-                    f"{path}, line {number}: {len(columns)} column(s), no token column "
-                    f"{token_column}; check --token-column"
-                )
-            tag_index = _tag_index(len(columns), token_column, tag_column)
-            if sentence.tokens and (tag_index is None) != (not sentence.tags):
-                raise InputFileError(
-                    f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
-                    "before it in this sentence; every line needs the same columns"
-                )
-            sentence.tokens.append(columns[token_column])
-            if tag_index is not None:
-                _check_tags(path, number, columns[tag_index], scheme)
-                sentence.tags.append(columns[tag_index])
-            sentence.token_rows.append(len(sentence.rows))
-            sentence.rows.append(text)
-        if sentence.tokens:
-            sentences.append(sentence)
-    return _nonempty(path, sentences, "sentences")
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        columns = text.split()
+        if columns[0] == DOCSTART:
+            return None, None
+        if not -len(columns) <= token_column < len(columns):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), no token column "
+                f"{token_column}; check --token-column"
+            )
+        tag_index = _tag_index(len(columns), token_column, tag_column)
+        if sentence.tokens and (tag_index is None) != (not sentence.tags):
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
+                "before it in this sentence; every line needs the same columns"
+            )
+        tag = None if tag_index is None else columns[tag_index]
+        if tag is not None:
+            _check_tags(path, number, tag, scheme)
+        return columns[token_column], tag
+
+    return _read_tagged(path, encoding_errors, parse_row)
 
 
 def read_conllu(
@@ -190,29 +182,23 @@ def read_conllu(
     if tag not in CONLLU_TAGS:
         raise ValueError(f"tag must be one of {tuple(CONLLU_TAGS)}, got {tag!r}")
     field_index = CONLLU_TAGS[tag]
-    sentences = []
-    for block in _blocks(path, encoding_errors):
-        sentence = TaggedSentence([], [], line=block[0][0])
-        for number, text in block:
-            sentence.rows.append(text)
-            if text.startswith("#"):
-                continue
-            fields = text.split("\t")
-            if len(fields) != 10:
-                raise InputFileError(
-                    f"{path}, line {number}: {len(fields)} tab-separated field(s), CoNLL-U "
-                    "has 10 (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
-                )
-            if "-" in fields[0] or "." in fields[0]:
-                continue
-            if not fields[0].isdigit():
-                raise InputFileError(f"{path}, line {number}: ID {fields[0]!r} is not a number")
-            sentence.tokens.append(fields[1])
-            sentence.tags.append(fields[field_index])
-            sentence.token_rows.append(len(sentence.rows) - 1)
-        if sentence.tokens:
-            sentences.append(sentence)
-    return _nonempty(path, sentences, "sentences")
+
+    def parse_row(number: int, text: str, sentence: TaggedSentence):
+        if text.startswith("#"):
+            return None, None
+        fields = text.split("\t")
+        if len(fields) != 10:
+            raise InputFileError(
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), CoNLL-U "
+                "has 10 (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
+            )
+        if "-" in fields[0] or "." in fields[0]:
+            return None, None
+        if not fields[0].isdigit():
+            raise InputFileError(f"{path}, line {number}: ID {fields[0]!r} is not a number")
+        return fields[1], fields[field_index]
+
+    return _read_tagged(path, encoding_errors, parse_row)
 
 
 def read_label_text(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,16 +24,22 @@ from tqdm import tqdm
 from elmo.atomic import atomic_output, atomic_write_text
 from elmo.device import resolve_device
 from elmo.errors import ElmoError
+from elmo.features import LayerStore, cached_layers
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
-from elmo.modules.scalar_mix import parameter_groups, parse_mode
+from elmo.modules.elmo import Elmo
+from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
+from elmo.pretrained import load_bilm
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
+    Batch,
     Encoded,
     build_labels,
     build_vocab,
     check_labels,
     flat_sentences,
+    held_out_split,
     nested_sample,
+    require_targets,
 )
 from elmo.tasks.metrics import METRICS, accuracy, span_f1
 from elmo.tasks.model import ELMO_AT, TaskModel
@@ -66,10 +73,11 @@ class TaskConfig:
 
     task: str  # tagging | classification | pair
     train: str
-    dev: str
+    dev: str | None  # None: hold out dev_fraction of the training file
     out: str
     format: str  # conll | conllu | label-text | tsv
     test: str | None = None
+    dev_fraction: float = 0.0
     # format options
     token_column: int = 0  # conll
     tag_column: int = -1  # conll
@@ -84,8 +92,9 @@ class TaskConfig:
     elmo_mix: str = "learned"  # learned | average | top | layer:K
     elmo_at: str = "input"  # input | output | both
     l2: float = 0.001  # lambda * sum_j s_j^2 per learned mix
-    mix_lr: float = 0.01  # Adam's lr for the mixes' s and gamma
-    layer_norm: bool = False  # normalise each layer before mixing
+    mix_lr: float = MIX_LR  # Adam's lr for the mixes' s and gamma
+    scale_layers: bool = True  # divide each layer by its RMS over the training file
+    layer_norm: bool = False  # normalise each layer, per batch, before mixing
     elmo_dropout: float = 0.5
     fine_tune: bool = False  # train the biLM too (ULMFiT: discriminative lrs, slanted
     # triangular schedule, gradual unfreezing); its layers are then computed per batch
@@ -107,6 +116,8 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if self.elmo in ("none", ""):
             self.elmo = None
+        elif self.elmo is not None and Path(self.elmo).is_dir():  # found from any directory
+            self.elmo = str(Path(self.elmo).resolve())
         if self.metric is None:
             self.metric = "span-f1" if self.scheme else "accuracy"
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
@@ -124,6 +135,9 @@ class TaskConfig:
             if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
                 raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
                                 f"{wanted} column name(s) and --label-column")
+        if bool(self.dev) == (self.dev_fraction > 0):
+            raise ElmoError("give either --dev FILE or --dev-fraction F (a held-out part of "
+                            "--train), not both or neither")
         if self.fine_tune and self.elmo is None:
             raise ElmoError("--fine-tune trains the biLM of --elmo; give a model, not none")
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
@@ -148,13 +162,20 @@ class TaskConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def run_config(run_dir: str | Path, **overrides: Any) -> tuple[TaskConfig, list[str]]:
+    """The TaskConfig (with `overrides`) and labels of a run directory with a model."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "model.safetensors").is_file():
+        raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
+                        "train one with `elmo task train --out DIR`")
+    saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    return TaskConfig.from_dict({**saved["task"], **overrides}), saved["labels"]
+
+
 class Run:
     """A task model with its vocabulary, labels and biLM, built from a TaskConfig."""
 
     def __init__(self, config: TaskConfig, vocab: list[str], labels: list[str]) -> None:
-        from elmo.modules.elmo import Elmo  # noqa: PLC0415 - loads the biLM stack only here
-        from elmo.pretrained import load_bilm
-
         self.config, self.vocab, self.labels = config, vocab, labels
         self.device = resolve_device(config.device)
         self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
@@ -178,27 +199,27 @@ class Run:
     def load(cls, run_dir: str | Path, **overrides: Any) -> Run:
         """The best model of a finished (or running) run directory."""
         run_dir = Path(run_dir)
-        if not (run_dir / "model.safetensors").is_file():
-            raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
-                            "train one with `elmo task train --out DIR`")
-        saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-        config = TaskConfig.from_dict({**saved["task"], **overrides})
+        config, labels = run_config(run_dir, **overrides)
         vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        run = cls(config, vocab, saved["labels"])
+        run = cls(config, vocab, labels)
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
-    def layers(self, examples: list) -> Any:
-        """The feature cache of `examples`' sentences (None without ELMo or when the biLM
-        is fine-tuned: the model then runs it on each batch)."""
-        if self.bilm is None or self.config.fine_tune:
-            return None
-        from elmo.features import cached_layers
-
+    def feature_store(self, examples: list) -> LayerStore:
+        """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return cached_layers(self.bilm, flat_sentences(examples), self.config.cache_dir,
                              self.device, progress=self.config.progress)
 
-    def scores(self, encoded: Encoded, indices: list[int], store: Any) -> tuple:
+    def layers(self, examples: list) -> LayerStore | None:
+        """The layers the model reads for `examples`: None without ELMo or when the biLM is
+        fine-tuned (the model then runs it on each batch)."""
+        if self.bilm is None or self.config.fine_tune:
+            return None
+        return self.feature_store(examples)
+
+    def scores(self, encoded: Encoded, indices: list[int], store: Any
+               ) -> tuple[Batch, torch.Tensor]:
+        """The batch of examples `indices` (on the device) and the model's scores for it."""
         batch = encoded.batch(indices)
         layers = None
         if store is not None:
@@ -212,12 +233,15 @@ class Run:
         """Tags (lists) or labels of `examples`, in order."""
         self.model.eval()
         encoded = Encoded(examples, self.vocab, self.labels, with_targets=False)
-        store = self.layers(examples)
         predictions: list = [None] * len(examples)
-        for indices in encoded.batches(64):
-            batch, scores = self.scores(encoded, indices, store)
-            for i, p in zip(indices, self.model.task.predict(scores, batch.mask), strict=True):
-                predictions[i] = [self.labels[t] for t in p] if encoded.tagging else self.labels[p]
+        store = self.layers(examples)
+        with store if store is not None else nullcontext():
+            for indices in encoded.batches(64):
+                batch, scores = self.scores(encoded, indices, store)
+                for i, p in zip(indices, self.model.task.predict(scores, batch.mask),
+                                strict=True):
+                    predictions[i] = ([self.labels[t] for t in p] if encoded.tagging
+                                      else self.labels[p])
         return predictions
 
     def score(self, examples: list) -> float:
@@ -230,7 +254,11 @@ class Run:
 
 
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
-    return read_dataset(path, config.format, **config.reader_options(labeled))
+    """`path` read in the run's format; `labeled`: tags or labels checked and required."""
+    examples = read_dataset(path, config.format, **config.reader_options(labeled))
+    if labeled:
+        require_targets(examples, path)
+    return examples
 
 
 def train_task(config: TaskConfig) -> dict[str, Any]:
@@ -245,8 +273,12 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
             return result
     train_all = read_split(config, config.train)
     labels = build_labels(train_all)
-    dev = read_split(config, config.dev)
-    check_labels(dev, labels, config.dev, config.train)
+    if config.dev:
+        dev = read_split(config, config.dev)
+        check_labels(dev, labels, config.dev, config.train)
+    else:  # the same held-out part for every seed and fraction
+        kept, held = held_out_split(len(train_all), config.dev_fraction)
+        train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
     if config.test:
         check_labels(read_split(config, config.test), labels, config.test, config.train)
     sample = nested_sample(len(train_all), config.train_fraction, config.seed)
@@ -277,14 +309,17 @@ def _same_run(out: Path, config: TaskConfig) -> bool:
 def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list) -> dict:
     config, model, out = run.config, run.model, Path(run.config.out)
     encoded = Encoded(train, run.vocab, run.labels, positions=sample)  # cache: the whole file
-    steps_per_epoch = -(-len(encoded) // config.batch_size)
     tuner = None
     if config.fine_tune:
+        steps_per_epoch = len(encoded.batches(config.batch_size))
         tuner = GradualUnfreezer(model, model.elmo, config.epochs * steps_per_epoch,
                                  FineTuneConfig(lr=config.lr, mix_lr=config.mix_lr))
         optimizer = torch.optim.Adam(tuner.param_groups)
     else:
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
+    if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
+        with run.feature_store(train_all) as train_store:
+            model.set_layer_scales([1 / r for r in train_store.layer_rms])
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -298,28 +333,11 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
     store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
-        model.train()
-        if tuner is not None:
-            tuner.on_epoch_start(state["epoch"])
-        total = 0.0
-        batches = encoded.batches(config.batch_size, config.seed * 1000 + state["epoch"])
-        bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{config.epochs}", unit="batch",
-                   disable=not config.progress, leave=False)
-        for step, indices in enumerate(bar, start=state["epoch"] * steps_per_epoch):
-            if tuner is not None:
-                tuner.set_learning_rates(optimizer, step)
-            batch, scores = run.scores(encoded, indices, store)
-            loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+        train_loss = _train_epoch(run, encoded, store, optimizer, tuner, state["epoch"])
         dev_score = run.score(dev)
         state["epoch"] += 1
         state["seconds"] += time.perf_counter() - start
-        line = {"epoch": state["epoch"], "train_loss": total / len(batches),
+        line = {"epoch": state["epoch"], "train_loss": train_loss,
                 f"dev_{config.metric}": dev_score, "layer_weights": model.layer_weights()}
         if state["best_score"] is None or dev_score > state["best_score"]:
             state.update(best_score=dev_score, best_epoch=state["epoch"])
@@ -335,6 +353,8 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         if config.progress:
             tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
                        f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
+    if store is not None:
+        store.close()
     result = {"metric": config.metric, "dev": state["best_score"],
               "best_epoch": state["best_epoch"], "epochs": state["epoch"],
               "early_stopped": bad_epochs >= config.patience, "n_train": len(train),
@@ -344,6 +364,32 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         result.update(_test_result(config))
     atomic_write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _train_epoch(run: Run, encoded: Encoded, store: LayerStore | None,
+                 optimizer: torch.optim.Optimizer, tuner: GradualUnfreezer | None,
+                 epoch: int) -> float:
+    """One pass over the training examples in a seeded order; returns the mean loss."""
+    config, model = run.config, run.model
+    model.train()
+    batches = encoded.batches(config.batch_size, shuffle_seed=config.seed * 1000 + epoch)
+    if tuner is not None:
+        tuner.on_epoch_start(epoch)
+    total = 0.0
+    bar = tqdm(batches, desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch",
+               disable=not config.progress, leave=False)
+    for step, indices in enumerate(bar, start=epoch * len(batches)):
+        if tuner is not None:
+            tuner.set_learning_rates(optimizer, step)
+        batch, scores = run.scores(encoded, indices, store)
+        loss = model.task.loss(scores, batch.targets, batch.mask) + model.mix_penalty(config.l2)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+        total += loss.item()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    return total / len(batches)
 
 
 def _test_result(config: TaskConfig) -> dict[str, Any]:
@@ -370,9 +416,10 @@ def _keep_metrics_until(path: Path, epoch: int) -> None:
 
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
+    config, labels = run_config(run_dir, **overrides)  # the file is read before the model
+    examples = read_split(config, test)
+    check_labels(examples, labels, test, config.train)
     run = Run.load(run_dir, **overrides)
-    examples = read_split(run.config, test)
-    check_labels(examples, run.labels, test, run.config.train)
     return {"metric": run.config.metric, "score": run.score(examples), "n": len(examples),
             "file": str(test), "run": str(run_dir)}
 
@@ -380,8 +427,8 @@ def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, 
 def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:
     """Write the run's predictions for `input_path` to `output_path` in the input's format
     (tags or labels replaced, or added where it has none); returns the number of examples."""
+    examples = read_split(run_config(run_dir, **overrides)[0], input_path, labeled=False)
     run = Run.load(run_dir, **overrides)
-    examples = read_split(run.config, input_path, labeled=False)
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
     return len(examples)

@@ -21,12 +21,11 @@ import torch
 from elmo.chars import word_to_char_ids
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
-from elmo.formats.native import is_native_dir, load_pretrained
+from elmo.formats.native import VOCAB_NAME, load_native
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.pretrained import load_bilm
+from elmo.pretrained import load_bilm, model_directory
 from elmo.training.config import DEFAULT_PRESET, TrainConfig
-from elmo.training.prepare import VOCAB_NAME
 from elmo.vocab import Vocabulary
 
 _ENCODE_CHUNK = 4096  # words per token-encoder call when initialising the softmax
@@ -42,11 +41,12 @@ class InitSource:
 
 
 def load_init_source(spec: str | Path) -> InitSource:
-    """Our model directory (softmax and vocab kept), or anything `load_bilm` accepts."""
-    path = Path(spec)
-    if not is_native_dir(path):
+    """Our model directory or a shipped name (softmax and vocab kept), or anything
+    `load_bilm` accepts."""
+    path = model_directory(spec)
+    if path is None:
         return InitSource(load_bilm(spec))
-    bilm, extra = load_pretrained(path)
+    bilm, extra = load_native(path)
     vocab = Vocabulary.from_file(path / VOCAB_NAME) if (path / VOCAB_NAME).is_file() else None
     softmax = None
     if "softmax.weight" in extra and "softmax.bias" in extra:
@@ -101,13 +101,14 @@ def build_language_model(config: TrainConfig, vocab: Vocabulary) -> BiLanguageMo
 
 
 def load_language_model(model_dir: str | Path) -> tuple[BiLanguageModel, Vocabulary]:
-    """A model written by `elmo train` with its softmax and vocabulary (for perplexity)."""
-    source = load_init_source(model_dir) if is_native_dir(model_dir) else None
+    """A model written by `elmo train` or a shipped name, with its softmax and vocabulary."""
+    source = load_init_source(model_dir) if model_directory(model_dir) is not None else None
     if source is None or source.softmax is None or source.vocab is None:
         raise ElmoError(
             f"{model_dir} is not a model with a softmax and vocabulary: perplexity needs a "
             "model directory written by `elmo train` (model.safetensors with softmax.* "
-            f"tensors, {VOCAB_NAME}); released and bilm-tf models ship without their softmax"
+            f"tensors, {VOCAB_NAME}) or a shipped model name; released and bilm-tf models ship "
+            "without their softmax"
         )
     lm = BiLanguageModel(source.bilm, len(source.vocab), softmax="full")
     with torch.no_grad():

@@ -19,13 +19,10 @@ from tqdm import tqdm
 from elmo.atomic import atomic_write_text
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.errors import ElmoError
-from elmo.formats.native import WEIGHTS_NAME
+from elmo.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
 from elmo.training.checkpoint import CHECKPOINT_NAME
 from elmo.training.config import TrainConfig
 from elmo.vocab import Vocabulary
-
-RUN_NAME = "run.json"
-VOCAB_NAME = "vocab.txt"
 
 
 @dataclass

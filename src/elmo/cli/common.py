@@ -1,0 +1,18 @@
+"""Options that several subcommands share, with one wording."""
+
+from __future__ import annotations
+
+import argparse
+
+from elmo.tokenize import TOKENIZER_NAMES
+
+
+def add_overwrite(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output (default: refuse)")
+
+
+def add_tokenizer(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
+                   help="how lines become tokens (default: the one MODEL was trained with, "
+                   "recorded in its run.json by `elmo train`; else whitespace)")

@@ -1,0 +1,101 @@
+"""`elmo analyze layer-weights`: run directories read, bad ones named, the heat map rendered
+(Agg) and checked as an image with labelled axes."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import pytest
+
+from elmo.analysis import plots
+from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights
+from elmo.cli import main
+from elmo.errors import ElmoError
+
+
+def run_dir(root, name, weights):
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "layer_weights.json").write_text(json.dumps(weights), encoding="utf-8")
+    return path
+
+
+def check_png(path, min_width=200, min_height=100):
+    """Non-empty, a PNG signature, and decodes to an image of plausible size."""
+    data = path.read_bytes()
+    assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(path)
+    assert image.shape[0] >= min_height and image.shape[1] >= min_width
+    assert image.std() > 0.01  # not a blank canvas
+
+
+@pytest.fixture
+def labelled_figures(monkeypatch):
+    """The (title, x label, y label) of every axes of every figure saved."""
+    seen = []
+    original = plots._save
+
+    def spy(figure, path):
+        seen.extend((a.get_title(), a.get_xlabel(), a.get_ylabel()) for a in figure.axes
+                    if a.get_label() != "<colorbar>")
+        return original(figure, path)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    return seen
+
+
+def test_heat_map_of_several_runs_and_placements(tmp_path, labelled_figures):
+    pos = run_dir(tmp_path, "pos", {"input": [0.2, 0.5, 0.3]})
+    ner = run_dir(tmp_path, "ner", {"input": [0.1, 0.3, 0.6], "output": [0.6, 0.2, 0.2]})
+    mixes = read_layer_weights(pos) + read_layer_weights(ner)
+    assert [m.label for m in mixes] == ["pos (input)", "ner (input)", "ner (output)"]
+    assert mixes[2].weights == [0.6, 0.2, 0.2]
+    png = plot_layer_weights(mixes, tmp_path / "figs" / "weights.png")
+    check_png(png)
+    assert labelled_figures == [("Learned ELMo layer weights, softmax(s)", "biLM layer",
+                                 "task run (mix placement)")]
+    assert [p.name for p in (tmp_path / "figs").iterdir()] == ["weights.png"]  # no temp left
+
+
+def test_unlabelled_axes_are_refused(tmp_path):
+    plt = plots._pyplot()
+    figure, axes = plt.subplots()
+    axes.plot([0, 1], [1, 0])
+    axes.set_xlabel("x only")
+    with pytest.raises(ValueError, match="unlabelled axes"):
+        plots._save(figure, tmp_path / "f.png")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "has no layer_weights.json; give run directories"),
+    ("{}", "no mixes"),
+    ("[1, 2", "not JSON"),
+    ('{"input": ["a"]}', "'input' should be a list of layer weights"),
+])
+def test_bad_run_directories_are_named(tmp_path, content, message):
+    run = tmp_path / "run"
+    run.mkdir()
+    if content is not None:
+        (run / "layer_weights.json").write_text(content, encoding="utf-8")
+    with pytest.raises(ElmoError, match=message):
+        read_layer_weights(run)
+
+
+def test_cli_table_json_plot_and_mismatched_depths(tmp_path, capsys):
+    a = run_dir(tmp_path, "a", {"input": [0.25, 0.5, 0.25]})
+    b = run_dir(tmp_path, "b", {"output": [0.5, 0.3, 0.2]})
+    assert main(["analyze", "layer-weights", str(a), str(b), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["runs"][1] == {"run": "b", "placement": "output", "weights": [0.5, 0.3, 0.2]}
+    assert main(["analyze", "layer-weights", str(a), str(b), "--plot",
+                 str(tmp_path / "w.png")]) == 0
+    out = capsys.readouterr().out
+    assert "a (input)" in out and "0.500" in out and "layer 2" in out
+    check_png(tmp_path / "w.png")
+    c = run_dir(tmp_path, "c", {"input": [0.5, 0.5]})
+    assert main(["analyze", "layer-weights", str(a), str(c)]) == 1
+    assert "different numbers of layers" in capsys.readouterr().err
+    assert main(["analyze", "layer-weights", str(tmp_path / "none")]) == 1
+    assert "is not a directory" in capsys.readouterr().err

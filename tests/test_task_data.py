@@ -1,0 +1,68 @@
+"""Task examples as batches: layouts, feature-cache numbering, vocabularies, splits."""
+
+from __future__ import annotations
+
+import pytest
+
+from elmo.errors import InputFileError
+from elmo.tasks.data import (
+    Encoded,
+    build_labels,
+    build_vocab,
+    check_labels,
+    held_out_split,
+    nested_sample,
+)
+from elmo.tasks.encoder import PAD, UNK
+from elmo.tasks.readers import LabeledPair, TaggedSentence
+
+
+def test_pair_batch_is_first_sentences_then_second_with_cache_numbering():
+    pairs = [LabeledPair(["a", "b"], ["c"], "x"), LabeledPair(["d"], ["e", "f", "g"], "y"),
+             LabeledPair(["a"], ["a"], "x")]
+    vocab, labels = build_vocab(pairs[:2]), build_labels(pairs)
+    assert vocab[:2] == ["<pad>", "<unk>"] and labels == ["x", "y"]
+    # these 3 pairs sit at positions 4, 7, 9 of the file the cache was built from
+    encoded = Encoded(pairs, vocab, labels, positions=[4, 7, 9])
+    batch = encoded.batch([1, 2])
+    assert batch.tokens == [["d"], ["a"], ["e", "f", "g"], ["a"]]
+    assert batch.sentence_ids == [14, 18, 15, 19]  # pair p's sentences: 2p and 2p + 1
+    assert batch.mask.tolist() == [[True, False, False], [True, False, False],
+                                   [True, True, True], [True, False, False]]
+    index = {w: i for i, w in enumerate(vocab)}
+    assert batch.word_ids[2].tolist() == [index["e"], index["f"], index["g"]]
+    assert batch.word_ids[0].tolist() == [index["d"], PAD, PAD]
+    assert batch.targets.tolist() == [1, 0]
+    assert batch.char_ids().shape == (4, 3, 50)
+
+
+def test_tagging_batch_targets_and_unknown_words():
+    sentences = [TaggedSentence(["a", "b"], ["B-X", "O"]), TaggedSentence(["zz"], ["O"])]
+    encoded = Encoded(sentences, ["<pad>", "<unk>", "a", "b"], ["B-X", "O"])
+    batch = encoded.batch([0, 1])
+    assert batch.word_ids.tolist() == [[2, 3], [UNK, PAD]]
+    assert batch.targets.tolist() == [[0, 1], [1, 0]]
+    assert batches_cover(encoded.batches(1, shuffle_seed=3), 2)
+    assert encoded.batches(2) == [[1, 0]]  # evaluation: sorted by length
+
+
+def batches_cover(batches, n):
+    return sorted(i for b in batches for i in b) == list(range(n))
+
+
+def test_splits_are_fixed_and_disjoint():
+    kept, held = held_out_split(50, 0.2)
+    assert len(held) == 10 and not set(kept) & set(held) and len(kept) + len(held) == 50
+    assert held_out_split(50, 0.2) == (kept, held)
+    with pytest.raises(ValueError, match="dev-fraction"):
+        held_out_split(50, 1.0)
+    with pytest.raises(ValueError, match="train-fraction"):
+        nested_sample(10, 0.0, 0)
+
+
+def test_label_checks_name_file_and_line():
+    dev = [TaggedSentence(["a"], ["B-Y"], line=7)]
+    with pytest.raises(InputFileError, match=r"dev.txt, line 7: label 'B-Y' never occurs in "
+                       r"the training file train.txt \(its labels: B-X, O\)"):
+        check_labels(dev, ["B-X", "O"], "dev.txt", "train.txt")
+    check_labels(dev, ["B-Y"], "dev.txt", "train.txt")  # known labels pass
