@@ -40,7 +40,7 @@ import torch
 from common import DATA, REPO, add_run_options, machine_info, open_text, results_file, write_json
 
 from elmo.errors import ElmoError
-from elmo.pretrained import default_model_dir, load_bilm
+from elmo.pretrained import load_bilm
 from elmo.tasks.recipe import TaskConfig, train_task
 
 
@@ -170,8 +170,7 @@ def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Pa
     text = out.parent / f"{out.name}.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     text.write_text("\n".join(train_sentences(task, files)) + "\n", encoding="utf-8")
-    base = args.model if args.model != "default" else str(default_model_dir())
-    config = TrainConfig(train=[str(text)], init_from=base, optimizer="adam", lr=1e-3,
+    config = TrainConfig(train=[str(text)], init_from=args.model, optimizer="adam", lr=1e-3,
                          discriminative_lr=2.6, schedule="slanted-triangular",
                          max_steps=args.adapt_steps, max_minutes=args.adapt_minutes,
                          checkpoint_every=10**9, eval_every=10**9, log_every=10**9,
