@@ -11,7 +11,9 @@ RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's 
 on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
-(whole test sets), so that the whole table fits in about 3 hours of this machine's CPU.
+(whole test sets). The defaults are sized for about 3 hours on this machine (an estimate:
+~0.2 s per tagger batch of 32 at one thread, 114 runs of 5 epochs, plus 2 x 10 minutes of
+adaptation), not yet measured in full; the JSON records the wall time.
 
     python benchmarks/tasks.py [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
     python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
@@ -38,7 +40,7 @@ import torch
 from common import DATA, REPO, add_run_options, machine_info, open_text, results_file, write_json
 
 from elmo.errors import ElmoError
-from elmo.pretrained import default_model_dir, load_bilm
+from elmo.pretrained import load_bilm
 from elmo.tasks.recipe import TaskConfig, train_task
 
 
@@ -114,9 +116,13 @@ def write_examples(task: Task, header: list[str], examples: list[str], out: Path
     return out
 
 
-def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Path]:
-    """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size in a
-    quick run) written under `work/data/`."""
+def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size)
+    written under `work/data/`. Dev and test examples with a label the training slice lacks
+    (a model cannot predict it; small slices only) are left out and counted."""
+    from elmo.tasks.data import targets_of
+    from elmo.tasks.readers import read_dataset
+
     folder = work / "data" / task.name.replace(" ", "_")
     header, train = read_examples(task, task.train)
     if task.dev is None:
@@ -124,11 +130,21 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Pa
     else:
         dev = read_examples(task, task.dev)[1]
     test = read_examples(task, task.test)[1]
-    return {
-        "train": write_examples(task, header, train[: args.train_size], folder / "train"),
-        "dev": write_examples(task, header, dev[: args.dev_size], folder / "dev"),
-        "test": write_examples(task, header, test[: args.test_size], folder / "test"),
-    }
+    files: dict[str, Any] = {
+        "train": write_examples(task, header, train[: args.train_size], folder / "train")}
+    known = {t for e in read_dataset(files["train"], task.format, **task.options)
+             for t in targets_of(e)}
+    files["left_out"] = {}
+    for split, examples, size in (("dev", dev, args.dev_size), ("test", test, args.test_size)):
+        examples = examples[:size]
+        path = write_examples(task, header, examples, folder / split)
+        parsed = read_dataset(path, task.format, **task.options)
+        assert len(parsed) == len(examples), f"{path}: one example per block or line"
+        kept = [text for text, e in zip(examples, parsed, strict=True)
+                if set(targets_of(e)) <= known]
+        files[split] = write_examples(task, header, kept, path)
+        files["left_out"][split] = len(examples) - len(kept)
+    return files
 
 
 def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
@@ -154,8 +170,7 @@ def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Pa
     text = out.parent / f"{out.name}.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     text.write_text("\n".join(train_sentences(task, files)) + "\n", encoding="utf-8")
-    base = args.model if args.model != "default" else str(default_model_dir())
-    config = TrainConfig(train=[str(text)], init_from=base, optimizer="adam", lr=1e-3,
+    config = TrainConfig(train=[str(text)], init_from=args.model, optimizer="adam", lr=1e-3,
                          discriminative_lr=2.6, schedule="slanted-triangular",
                          max_steps=args.adapt_steps, max_minutes=args.adapt_minutes,
                          checkpoint_every=10**9, eval_every=10**9, log_every=10**9,
@@ -206,7 +221,7 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
             runs = [run_cell(task, column, model, files, seed, args, work)
                     for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
-            row[column] = {"mean": statistics.fmean(scores),
+            row[column] = {"mean": statistics.fmean(scores), "left_out": files["left_out"],
                            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
                            "metric": runs[0]["metric"], "runs": runs}
             print(f"  {column:20s} {format_cell(row[column])}  "
@@ -269,7 +284,7 @@ def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             batch = encoded.batch(indices)
             if recompute:
                 with torch.no_grad():
-                    layers = run.bilm(batch.char_ids).layers
+                    layers = run.bilm(batch.char_ids()).layers
             else:
                 layers = store.batch(batch.sentence_ids)[0]
             loss = run.model.task.loss(run.model(batch, layers), batch.targets, batch.mask)
@@ -278,6 +293,7 @@ def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             optimizer.step()
         return time.perf_counter() - start
 
+    epoch(False)  # warm-up: first-call allocations
     cached, recomputed = epoch(False), epoch(True)
     result = {"sentences": len(train), "cached_seconds": cached,
               "recomputed_seconds": recomputed, "speedup": recomputed / cached}
@@ -291,7 +307,8 @@ def peak_memory(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     rows = []
     for size in args.memory_sizes:
         cmd = [sys.executable, __file__, "--memory-run", str(size), "--work-dir", str(work),
-               "--model", args.model, "--cache-dir", str(args.cache_dir)]
+               "--model", args.model, "--cache-dir", str(args.cache_dir),
+               "--threads", str(args.threads)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"peak RSS of a task run on {size} EWT sentences: "
@@ -330,6 +347,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, help="feature cache (default: WORK/features)")
     parser.add_argument("--memory-sizes", type=int, nargs="+", default=[500, 2000, 8000],
                         help="training-set sizes of the peak-memory runs")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (small task models: 1 is as fast, and immune to "
+                        "OpenMP spin-waits on a busy machine)")
     parser.add_argument("--memory-run", type=int, help=argparse.SUPPRESS)
     add_run_options(parser, "smoke run on slices (100 train / 50 dev / 50 test), one seed, "
                     "one epoch: minutes")
@@ -337,6 +357,7 @@ def main() -> None:
     if args.quick:
         args.seeds, args.epochs, args.train_size, args.dev_size = 1, 1, 100, 50
         args.test_size, args.adapt_steps, args.memory_sizes = 50, 5, [100, 400]
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="elmo-bench-tasks-") as tmp:
         work = args.work_dir or Path(tmp)
         args.cache_dir = args.cache_dir or work / "features"
@@ -353,7 +374,8 @@ def main() -> None:
         write_json(args.out or results_file("tasks.json", args.quick), {
             "model": args.model, "zh_model": args.zh_model, "seeds": args.seeds,
             "epochs": args.epochs, "train_size": args.train_size, "dev_size": args.dev_size,
-            "test_size": args.test_size, "wall_seconds": time.perf_counter() - start,
+            "test_size": args.test_size, "threads": args.threads,
+            "wall_seconds": time.perf_counter() - start,
             "machine": info, "table": rows, "epoch_speed": speed, "peak_memory": memory})
 
 

@@ -58,7 +58,7 @@ def test_probe_accuracy_counts_test_tags_never_seen_in_training():
 
 def test_missing_scikit_learn_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # import now fails
-    with pytest.raises(ElmoError, match=r"needs scikit-learn: pip install 'elmo\[analysis\]'"):
+    with pytest.raises(ElmoError, match=r"needs scikit-learn: pip install 'elmo-bilm\[analysis\]'"):
         probe_accuracy(np.zeros((2, 1)), np.array(["A", "B"]), np.zeros((1, 1)), np.array(["A"]))
 
 

@@ -111,3 +111,12 @@ def test_from_pretrained_default_model():
     elmo = Elmo.from_pretrained("default", 1)
     out = elmo(batch_to_ids([["Hello", "world"]]))
     assert out["elmo_representations"][0].shape == (1, 2, elmo.output_dim)
+
+
+def test_layer_scales_reach_every_mix():
+    elmo = make_elmo(n=2, dropout=0.0, layer_scales=[0.5, 2.0, 1.0]).eval()
+    ids = batch_to_ids(SENTENCES)
+    layers = elmo.bilm(ids).layers
+    scaled = layers * torch.tensor([0.5, 2.0, 1.0])[:, None, None, None]
+    for rep in elmo(ids)["elmo_representations"]:
+        torch.testing.assert_close(rep, scaled.mean(0))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from elmo.extras import import_extra
+
 Tokenizer = Callable[[str], list[str]]
 
 TOKENIZER_NAMES: tuple[str, ...] = ("whitespace", "moses", "jieba", "chars")
@@ -39,13 +41,8 @@ class _Moses:
 
     def __call__(self, text: str) -> list[str]:
         if self._tok is None:
-            try:
-                from sacremoses import MosesTokenizer
-            except ImportError as err:
-                raise ImportError(
-                    "the 'moses' tokenizer needs sacremoses: pip install 'elmo-bilm[moses]'"
-                ) from err
-            self._tok = MosesTokenizer(lang=self.lang)
+            sacremoses = import_extra("sacremoses", "the 'moses' tokenizer")
+            self._tok = sacremoses.MosesTokenizer(lang=self.lang)
         return self._tok.tokenize(text, escape=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -60,13 +57,9 @@ class _Jieba:
 
     def __call__(self, text: str) -> list[str]:
         if self._lcut is None:
-            try:
-                import jieba
-            except ImportError as err:
-                raise ImportError(
-                    "the 'jieba' tokenizer needs jieba: pip install 'elmo-bilm[zh]'"
-                ) from err
             import logging
+
+            jieba = import_extra("jieba", "the 'jieba' tokenizer")
 
             jieba.setLogLevel(logging.WARNING)  # silence the dictionary-loading banner
             self._lcut = jieba.lcut

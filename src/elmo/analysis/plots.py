@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 
 from elmo.atomic import atomic_output
-
-from .extras import import_extra
+from elmo.extras import import_extra
 
 
 def _pyplot() -> Any:

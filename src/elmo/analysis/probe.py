@@ -16,10 +16,10 @@ import numpy as np
 
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
+from elmo.extras import import_extra
 from elmo.tasks.readers import TaggedSentence
 
 from .embedding import embed_items
-from .extras import import_extra
 
 AVERAGE = "average"
 

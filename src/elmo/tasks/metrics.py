@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from elmo.extras import import_extra
+
 METRICS = ("span-f1", "accuracy")
 
 
@@ -25,17 +27,14 @@ def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
     """Micro-averaged F1 of exact spans (CoNLL's measure) for tag sequences in `scheme`
     ("iob1", "iob2" or "bioes"). IOB1 is converted to IOB2 first; then seqeval's strict mode,
     in which a span counts only if its tags are valid in the scheme."""
-    try:
-        from seqeval.metrics import f1_score
-        from seqeval.scheme import IOB2, IOBES
-    except ImportError as err:
-        raise ImportError("span F1 needs seqeval: pip install 'elmo[tasks]'") from err
+    f1_score = import_extra("seqeval.metrics", "span F1").f1_score
+    schemes = import_extra("seqeval.scheme", "span F1")
     if scheme not in ("iob1", "iob2", "bioes"):
         raise ValueError(f"scheme must be iob1, iob2 or bioes, got {scheme!r}")
     if scheme == "iob1":
         gold = [iob1_to_iob2(s) for s in gold]
         predicted = [iob1_to_iob2(s) for s in predicted]
-    mode = IOBES if scheme == "bioes" else IOB2
+    mode = schemes.IOBES if scheme == "bioes" else schemes.IOB2
     return 100.0 * f1_score([list(s) for s in gold], [list(s) for s in predicted],
                             mode="strict", scheme=mode, zero_division=0)
 

@@ -7,16 +7,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from elmo.extras import import_extra
 from elmo.tasks.encoder import EncoderConfig, WordEncoder
 
 
 def make_crf(num_tags: int) -> nn.Module:
     """A linear-chain CRF (pytorch-crf), batch first."""
-    try:
-        from torchcrf import CRF
-    except ImportError as err:
-        raise ImportError("the tagger's CRF needs pytorch-crf: pip install 'elmo[tasks]'") from err
-    return CRF(num_tags, batch_first=True)
+    return import_extra("torchcrf", "the tagger's CRF").CRF(num_tags, batch_first=True)
 
 
 @dataclass

@@ -1,0 +1,36 @@
+"""Optional dependencies (the package's extras), imported when first used."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from elmo.errors import ElmoError
+
+DISTRIBUTION = "elmo-bilm"
+
+# top-level module -> (package on PyPI, extra of ours that installs it)
+EXTRA_PACKAGES = {
+    "sklearn": ("scikit-learn", "analysis"),
+    "matplotlib": ("matplotlib", "analysis"),
+    "seqeval": ("seqeval", "tasks"),
+    "torchcrf": ("pytorch-crf", "tasks"),
+    "sacremoses": ("sacremoses", "moses"),
+    "jieba": ("jieba", "zh"),
+}
+
+
+class MissingExtraError(ElmoError, ImportError):
+    """An optional package is not installed; the message says which extra installs it."""
+
+
+def import_extra(module: str, purpose: str) -> ModuleType:
+    """Import `module`, or raise MissingExtraError naming the package `purpose` needs."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        top = module.split(".")[0]
+        package, extra = EXTRA_PACKAGES.get(top, (top, None))
+        hint = f"pip install '{DISTRIBUTION}[{extra}]' (or pip install {package})" if extra \
+            else f"pip install {package}"
+        raise MissingExtraError(f"{purpose} needs {package}: {hint}") from None
