@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import warnings
@@ -29,7 +28,7 @@ from elmo.hdf5_output import (
     shard_range,
     write_index,
 )
-from elmo.modules.bilm import BiLM
+from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm, recorded_tokenizer
 from elmo.textfile import is_stdin, scan_input
@@ -355,16 +354,12 @@ class Embedder:
         """What a partial output must have been made from to be resumed, and the shards of
         one run to be merged: the input's text, the model's weights, every setting that
         changes a number, and the batch size (a line's batch changes its last bits)."""
-        digest = hashlib.sha256()
-        for name, tensor in self.model.state_dict().items():
-            digest.update(name.encode())
-            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
         tokenizer = self.tokenizer if isinstance(self.tokenizer, str) else \
             f"{type(self.tokenizer).__module__}.{type(self.tokenizer).__qualname__}"
         return {
             "input_sha256": input_digest,
             "total_lines": str(n_lines),
-            "model_sha256": digest.hexdigest(),
+            "model_sha256": model_identity(self.model),
             "layers": layers,
             "dtype": dtype,
             "tokenizer": tokenizer,

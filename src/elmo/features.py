@@ -25,7 +25,7 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.hdf5_output import open_partial, write_index
 from elmo.hub import cache_dir as model_cache_dir
-from elmo.modules.bilm import BiLM
+from elmo.modules.bilm import BiLM, model_identity
 from elmo.pretrained import load_bilm
 
 FORMAT_VERSION = "2"
@@ -36,15 +36,6 @@ def default_cache_dir() -> Path:
     """`features/` in the model cache (`$ELMO_CACHE`, else `$XDG_CACHE_HOME/elmo`, else
     `~/.cache/elmo`)."""
     return model_cache_dir() / "features"
-
-
-def model_identity(bilm: BiLM) -> str:
-    """sha256 of a biLM's architecture and every weight: equal iff its layers are equal."""
-    digest = hashlib.sha256(json.dumps(bilm.config.to_dict(), sort_keys=True).encode())
-    for name, tensor in sorted(bilm.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
 
 
 def cache_key(bilm: BiLM, sentences: Sequence[Sequence[str]], dtype: str) -> str:

@@ -22,8 +22,9 @@ from elmo.atomic import atomic_output
 from elmo.chars import batch_to_ids
 from elmo.embed import Embedder, read_lines
 from elmo.errors import ElmoError
-from elmo.features import default_cache_dir, model_identity
-from elmo.modules.bilm import BiLM
+from elmo.features import default_cache_dir
+from elmo.modules.bilm import BiLM, model_identity
+from elmo.textfile import scan_input
 
 from .embedding import embed_items
 
@@ -89,14 +90,6 @@ def static_vectors(bilm: BiLM, words: Sequence[str], chunk: int = 4096) -> np.nd
     return np.concatenate(parts)
 
 
-def corpus_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass
 class Occurrence:
     """A corpus token near the query: its line (0-based), position and cosine."""
@@ -149,7 +142,7 @@ class NeighbourIndex:
             raise ElmoError(f"layer {layer}: the model has layers 0..{top}")
         key = hashlib.sha256(
             f"elmo-neighbours {INDEX_VERSION} {layer} {dtype} {model_identity(embedder.model)} "
-            f"{corpus_digest(corpus)}".encode()).hexdigest()[:32]
+            f"{scan_input(corpus)[1]}".encode()).hexdigest()[:32]
         path = Path(index_dir if index_dir is not None else default_index_dir()) / f"{key}.hdf5"
         if not path.exists():
             with atomic_output(path) as tmp:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import torch
@@ -191,3 +193,12 @@ class BiLM(nn.Module):
                 c = torch.cat([c, old_c[:, c.shape[1] :]], dim=1)
             new_states.append((h, c))
         self._states = new_states
+
+
+def model_identity(bilm: BiLM) -> str:
+    """sha256 of a biLM's architecture and every weight: equal iff its layers are equal."""
+    digest = hashlib.sha256(json.dumps(bilm.config.to_dict(), sort_keys=True).encode())
+    for name, tensor in sorted(bilm.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
