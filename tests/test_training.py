@@ -95,7 +95,7 @@ def run_files(directory: Path) -> dict[str, object]:
         files.update({f"{name}:{k}": v for k, v in load_file(directory / name).items()})
     files["meta"] = read_checkpoint_meta(directory / CHECKPOINT_NAME)
     files["metrics"] = [
-        {k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
+        {k: v for k, v in json.loads(line).items() if k not in ("tokens_per_s", "minutes")}
         for line in (directory / "metrics.jsonl").read_text().splitlines()
     ]
     return files

@@ -120,7 +120,9 @@ def training_record(run_dir: Path) -> dict:
     for m in sorted((m for m in metrics if "train_loss" in m), key=lambda m: m["step"]):
         clock += (m["step"] - last_step) * tokens_per_step / m["tokens_per_s"] / 60
         minutes[m["step"]], last_step = clock, m["step"]
-    valid = [{**m, "minutes": minutes.get(m["step"])} for m in metrics if "valid_ppl" in m]
+    # "minutes" in a validation line (newer runs) is wall clock, validation included.
+    valid = [{**m, "minutes": minutes.get(m["step"]), "wall_minutes": m.get("minutes")}
+             for m in metrics if "valid_ppl" in m]
     steps = max(m["step"] for m in metrics)
     config["train"] = [repo_relative(p) for p in config["train"]]
     config["valid"] = config["valid"] and repo_relative(config["valid"])
@@ -185,6 +187,26 @@ def describe_architecture(config: BiLMConfig, preset: str | None) -> str:
             f"{config.cell_clip:g}{residual}")
 
 
+def validation_table(validation: list[dict]) -> str:
+    """The validation curve as a Markdown table: perplexity against steps and minutes."""
+    wall = any(v.get("wall_minutes") for v in validation)
+    head = ["step", "epoch", "training minutes"] + (["wall minutes"] if wall else [])
+    rows = [f"| {' | '.join(head)} | forward | backward | average |",
+            "|" + "---|" * (len(head) + 3)]
+    for v in validation:
+        cells = [f"{v['step']:,}", f"{v['epoch']:.2f}",
+                 f"{v['minutes']:.1f}" if v.get("minutes") else "-"]
+        if wall:
+            cells.append(f"{v['wall_minutes']:.1f}" if v.get("wall_minutes") else "-")
+        cells += [f"{v[k]:.1f}" for k in ("valid_ppl_forward", "valid_ppl_backward",
+                                          "valid_ppl")]
+        rows.append(f"| {' | '.join(cells)} |")
+    note = ("\n\nTraining minutes come from the logged speed and leave out validation"
+            + ("; wall minutes are the clock since the run's first step, validation included."
+               if wall else "."))
+    return "\n".join(rows) + note
+
+
 def render(directory: Path, card: dict) -> str:
     """MODEL_CARD.md from card.json's facts and the weights in `directory`."""
     bilm, extra = load_pretrained(directory)
@@ -203,14 +225,9 @@ def render(directory: Path, card: dict) -> str:
     rows = "\n".join(f"| {name} | `{r['file']}` | {r['forward']:.1f} | {r['backward']:.1f} "
                      f"| {r['average']:.1f} | {r['tokens']:,} |"
                      for name, r in card["perplexity"].items())
-    curve = ", ".join(
-        f"step {v['step']}" + (f" ({v['minutes']:.1f} min)" if v.get("minutes") else "")
-        + f": {v['valid_ppl']:.1f} (forward {v['valid_ppl_forward']:.1f}, backward "
-        f"{v['valid_ppl_backward']:.1f})" for v in record["validation"])
-    minutes_note = ("; minutes of training, validation time excluded"
-                    if any(v.get("minutes") for v in record["validation"]) else "")
-    validation = (f"Validation during training (`{config['valid']}`{minutes_note}):\n{curve}."
-                  if curve else "No validation during training.")
+    validation = (f"Validation during training (`{config['valid']}`), the perplexity curve:\n\n"
+                  + validation_table(record["validation"])
+                  if record["validation"] else "No validation during training.")
     return CARD.format(
         name=card["name"], origin=origin, data_name=card["data_name"],
         released=" or use a released model (`small`, `medium`, `original`)"

@@ -354,13 +354,17 @@ class Trainer:
             "train_loss": 0.5 * (loss_f + loss_b),
             "train_ppl_forward": math.exp(loss_f), "train_ppl_backward": math.exp(loss_b),
             "train_ppl": math.exp(0.5 * (loss_f + loss_b)),
-            "lr": lr, "tokens_per_s": round(tokens_per_s, 1),
+            "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "minutes": self._minutes(),
         }
         if self.world.is_main:
             self.metrics.append(record)
         self._bar.set_postfix(loss=f"{record['train_loss']:.3f}",
                               ppl=f"{record['train_ppl']:.1f}", tok_s=f"{tokens_per_s:,.0f}",
                               refresh=False)
+
+    def _minutes(self) -> float:
+        """Wall-clock minutes since this process's first step (a resumed run starts at 0)."""
+        return round((_now() - self._started) / 60.0, 3)
 
     def _evaluate(self) -> PerplexityTotals:
         """Validation perplexity (each rank scores its share); keeps the best model."""
@@ -384,6 +388,7 @@ class Trainer:
                 "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 4),
                 "valid_ppl_forward": totals.forward, "valid_ppl_backward": totals.backward,
                 "valid_ppl": totals.average, "best_valid_ppl": self.best,
+                "minutes": self._minutes(),
             })
         self._say(f"step {self.step:,}: validation perplexity {totals.average:.2f} "
                   f"(forward {totals.forward:.2f}, backward {totals.backward:.2f})")
