@@ -1,7 +1,7 @@
 """+ELMo on five tasks (the paper's Tables 1-3 in small): test scores of task models trained
 through `elmo.tasks.recipe.train_task` with and without the biLM's layers, mean and std over
-seeds; the epoch speed over cached layers against recomputing the biLM; peak memory against
-dataset size.
+seeds; the epoch speed over cached layers against recomputing the biLM (the shipped biLM, and
+one of the paper's size with random weights); peak memory against dataset size.
 
 Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy),
 SICK entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when
@@ -11,11 +11,13 @@ RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's 
 on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
-(whole test sets). The defaults are sized for about 3 hours on this machine (an estimate:
-~0.2 s per tagger batch of 32 at one thread, 114 runs of 5 epochs, plus 2 x 10 minutes of
-adaptation), not yet measured in full; the JSON records the wall time.
+(whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
+after another; then the 114 task runs (5 epochs each) go `--jobs` at a time, each in its own
+process. The defaults are sized for about 3 hours on this machine with `--jobs 1` (an
+estimate: ~0.2 s per tagger batch of 32 at one thread, plus 2 x 10 minutes of adaptation);
+`--jobs 2` uses both cores. The JSON records the wall time.
 
-    python benchmarks/tasks.py [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
+    python benchmarks/tasks.py --jobs 2 [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
     python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
 
 Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
@@ -41,6 +43,7 @@ from common import DATA, REPO, add_run_options, machine_info, open_text, results
 
 from elmo.errors import ElmoError
 from elmo.pretrained import load_bilm
+from elmo.tasks.parallel import train_tasks
 from elmo.tasks.recipe import TaskConfig, train_task
 
 
@@ -185,48 +188,68 @@ def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Pa
 # ---- the table ---------------------------------------------------------------------------
 
 
-def run_cell(task: Task, column: str, elmo: str | None, files: dict[str, Path], seed: int,
-             args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """One task model trained and tested (or the finished run's result, when resumed)."""
+def cell_config(task: Task, column: str, elmo: str | None, files: dict[str, Path], seed: int,
+                args: argparse.Namespace, work: Path) -> TaskConfig:
+    """The run of one cell and seed (a finished run returns its stored result)."""
     options = {k: v for k, v in COLUMNS[column].items() if k != "adapted"}
     options.setdefault("elmo", elmo)
     out = work / "runs" / task.name.replace(" ", "_") / column.replace(" ", "_") / f"seed{seed}"
-    config = TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
-                        dev=str(files["dev"]), test=str(files["test"]), out=str(out), seed=seed,
-                        epochs=args.epochs, cache_dir=str(args.cache_dir), device="cpu",
-                        progress=False, **task.options, **options)
-    start = time.perf_counter()
-    result = train_task(config)
-    result["wall_seconds"] = time.perf_counter() - start
-    return result
+    return TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
+                      dev=str(files["dev"]), test=str(files["test"]), out=str(out), seed=seed,
+                      epochs=args.epochs, cache_dir=str(args.cache_dir), device="cpu",
+                      progress=False, **task.options, **options)
 
 
-def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
+def plan(tasks: list[Task], args: argparse.Namespace, work: Path
+         ) -> tuple[dict[str, Any], list[tuple[Task, str, str, dict[str, Any]]]]:
+    """Data slices and adapted biLMs, made one task after another; returns the skipped tasks'
+    rows and the (task, column, biLM, files) of every cell to run."""
+    skipped: dict[str, Any] = {}
+    cells = []
     for task in tasks:
         elmo = args.zh_model if task.chinese else args.model
         if task.chinese and not model_available(elmo):
             print(f"{task.name}: skipped, no Chinese biLM {elmo!r} (give --zh-model)")
-            rows[task.name] = {"skipped": f"no Chinese biLM {elmo!r}"}
+            skipped[task.name] = {"skipped": f"no Chinese biLM {elmo!r}"}
             continue
         files = task_files(task, args, work)
-        print(f"{task.name} ({elmo}):", flush=True)
-        row: dict[str, Any] = {}
         for column, options in COLUMNS.items():
             if options.get("adapted") and task.name not in ADAPTED_TASKS:
                 continue
             if options.get("fine_tune") and task.name not in FINE_TUNED_TASKS:
                 continue
             model = adapt(task, files, args, work) if options.get("adapted") else elmo
-            runs = [run_cell(task, column, model, files, seed, args, work)
-                    for seed in range(args.seeds)]
+            cells.append((task, column, model, files))
+    return skipped, cells
+
+
+def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Every cell over `--seeds` seeds, `--jobs` runs at a time; rows of the table."""
+    torch.set_num_threads(args.threads * args.jobs)  # the machine is ours until the runs start
+    skipped, cells = plan(tasks, args, work)
+    jobs = [(task, column, seed) for task, column, _, _ in cells for seed in range(args.seeds)]
+    configs = [cell_config(task, column, model, files, seed, args, work)
+               for task, column, model, files in cells for seed in range(args.seeds)]
+    print(f"{len(jobs)} task runs, {args.jobs} at a time", flush=True)
+    results: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for i, result in train_tasks(configs, args.jobs, args.threads):
+        task, column, seed = jobs[i]
+        results[task.name, column, seed] = result
+        print(f"  {task.name} | {column} | seed {seed}: {result['test']:.2f} "
+              f"({result['wall_seconds']:.0f} s; {len(results)}/{len(jobs)} runs)", flush=True)
+    torch.set_num_threads(args.threads)
+    rows: dict[str, Any] = {}
+    for task in tasks:
+        if task.name in skipped:
+            rows[task.name] = skipped[task.name]
+            continue
+        row = rows[task.name] = {}
+        for _, column, _, files in (c for c in cells if c[0] is task):
+            runs = [results[task.name, column, seed] for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
             row[column] = {"mean": statistics.fmean(scores), "left_out": files["left_out"],
                            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
                            "metric": runs[0]["metric"], "runs": runs}
-            print(f"  {column:20s} {format_cell(row[column])}  "
-                  f"({sum(r['wall_seconds'] for r in runs):.0f} s)", flush=True)
-        rows[task.name] = row
     return rows
 
 
@@ -259,16 +282,30 @@ def model_available(model: str) -> bool:
 # ---- speed and memory --------------------------------------------------------------------
 
 
-def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def paper_size_model(work: Path) -> str:
+    """A biLM of the paper's size (preset `original`) with random weights, saved once: how
+    fast an epoch is depends on the biLM's size, not on its weights."""
+    from elmo.config import BiLMConfig
+    from elmo.formats import save_pretrained
+    from elmo.modules.bilm import BiLM
+
+    out = work / "original-size-random"
+    if not (out / "model.safetensors").exists():
+        torch.manual_seed(0)
+        save_pretrained(BiLM(BiLMConfig.preset("original")), out)
+    return str(out)
+
+
+def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Seconds of one training epoch of the EWT POS tagger (ELMo at the input, learned mix)
-    over cached layers and over layers the biLM recomputes for every batch."""
+    over cached layers and over layers the biLM `model` recomputes for every batch."""
     from elmo.tasks.data import Encoded, build_labels, build_vocab
     from elmo.tasks.recipe import Run, read_split
 
     task = TASKS[1]
     files = task_files(task, args, work)
     config = TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
-                        dev=str(files["dev"]), out=str(work / "speed"), elmo=args.model,
+                        dev=str(files["dev"]), out=str(work / "speed"), elmo=model,
                         cache_dir=str(args.cache_dir), device="cpu", progress=False,
                         **task.options)
     train = read_split(config, config.train)
@@ -295,6 +332,7 @@ def epoch_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     epoch(False)  # warm-up: first-call allocations
     cached, recomputed = epoch(False), epoch(True)
+    store.close()
     result = {"sentences": len(train), "cached_seconds": cached,
               "recomputed_seconds": recomputed, "speedup": recomputed / cached}
     print(f"epoch over {len(train)} EWT sentences: cached layers {cached:.1f} s, biLM "
@@ -321,7 +359,8 @@ def memory_run(size: int, args: argparse.Namespace, work: Path) -> None:
     args.train_size, args.dev_size, args.test_size, args.epochs = size, 200, 200, 1
     task = TASKS[1]
     files = task_files(task, args, work / f"memory{size}")
-    run_cell(task, "learned, l2 0.001", args.model, files, 0, args, work / f"memory{size}")
+    train_task(cell_config(task, "learned, l2 0.001", args.model, files, 0, args,
+                           work / f"memory{size}"))
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"train_sentences": size, "peak_rss_mb": peak_kb / 1024}))
 
@@ -350,6 +389,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (small task models: 1 is as fast, and immune to "
                         "OpenMP spin-waits on a busy machine)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="task runs at a time, each in its own process with --threads "
+                        "threads (2 on this 2-core machine halves the wall time)")
     parser.add_argument("--memory-run", type=int, help=argparse.SUPPRESS)
     add_run_options(parser, "smoke run on slices (100 train / 50 dev / 50 test), one seed, "
                     "one epoch: minutes")
@@ -368,13 +410,16 @@ def main() -> None:
         start = time.perf_counter()
         tasks = [t for t in TASKS if not args.tasks or t.name in args.tasks]
         rows = table(tasks, args, work)
-        speed = epoch_speed(args, work)
+        speed = {}
+        for name, model in (("shipped", args.model), ("paper size", paper_size_model(work))):
+            print(f"epoch speed, {name} biLM:", flush=True)
+            speed[name] = epoch_speed(model, args, work)
         memory = peak_memory(args, work)
         print_table(rows)
         write_json(args.out or results_file("tasks.json", args.quick), {
             "model": args.model, "zh_model": args.zh_model, "seeds": args.seeds,
             "epochs": args.epochs, "train_size": args.train_size, "dev_size": args.dev_size,
-            "test_size": args.test_size, "threads": args.threads,
+            "test_size": args.test_size, "threads": args.threads, "jobs": args.jobs,
             "wall_seconds": time.perf_counter() - start,
             "machine": info, "table": rows, "epoch_speed": speed, "peak_memory": memory})
 

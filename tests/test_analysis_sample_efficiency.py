@@ -56,7 +56,7 @@ def test_study_rows_and_summary_over_seeds(tmp_path):
     base = TaskConfig(task="tagging", train="t.conll", dev="d.conll", test="x.conll",
                       out="unused", format="conll", epochs=2)
     specs = plan_runs([0.1, 1.0], [0, 1, 2], "mymodel")
-    rows = run_study(base, specs, tmp_path, fake_train)
+    rows = run_study(base, specs, tmp_path, train=fake_train)
     assert {(c.elmo, c.train_fraction, c.seed) for c in calls} == \
         {(e, f, s) for e in (None, "mymodel") for f in (0.1, 1.0) for s in (0, 1, 2)}
     assert all(c.epochs == 2 and c.out == str(tmp_path / s.name)

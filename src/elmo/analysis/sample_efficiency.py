@@ -3,19 +3,23 @@
 One task of `elmo task` is trained on growing fractions of its training set, the task model
 alone and +ELMo, with several seeds. For a seed the samples are nested (the 1% sample lies
 inside the 10% one: `elmo.tasks.data.nested_sample`). Each run has its own directory, so an
-interrupted study resumes where it stopped (finished runs return their stored result).
+interrupted study resumes where it stopped (finished runs return their stored result). Runs
+can go several at a time, one process each (`jobs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from elmo.errors import ElmoError
+from elmo.tasks.parallel import TrainFunction, train_tasks
 from elmo.tasks.recipe import TaskConfig, train_task
 
 from .plots import error_bar_plot
@@ -52,20 +56,26 @@ def plan_runs(fractions: Sequence[float], seeds: Sequence[int], model: str) -> l
 
 
 def run_study(
-    base: TaskConfig, specs: Sequence[RunSpec], out: str | Path,
-    train: Callable[[TaskConfig], dict[str, Any]] = train_task,
+    base: TaskConfig, specs: Sequence[RunSpec], out: str | Path, jobs: int = 1,
+    threads: int | None = None, train: TrainFunction = train_task,
 ) -> list[dict[str, Any]]:
-    """Train every planned run (in OUT/NAME) and return one row per run: system, fraction,
-    seed, n_train, metric, split ("test" when a test file is given, else "dev"), score."""
-    rows = []
-    for spec in specs:
-        config = dataclasses.replace(base, elmo=spec.elmo, train_fraction=spec.fraction,
-                                     seed=spec.seed, out=str(Path(out) / spec.name))
-        result = train(config)
+    """Train every planned run (in OUT/NAME), `jobs` at a time (`elmo.tasks.parallel`), and
+    return one row per run, in plan order: system, fraction, seed, n_train, metric, split
+    ("test" when a test file is given, else "dev"), score."""
+    parallel = jobs > 1  # then one bar over the runs, none from the workers
+    configs = [dataclasses.replace(base, elmo=spec.elmo, train_fraction=spec.fraction,
+                                   seed=spec.seed, out=str(Path(out) / spec.name),
+                                   progress=base.progress and not parallel)
+               for spec in specs]
+    rows: list[dict[str, Any]] = [{} for _ in specs]
+    runs = tqdm(train_tasks(configs, jobs, threads, train), total=len(specs), unit="run",
+                desc="sample-efficiency runs", disable=not (base.progress and parallel))
+    for i, result in runs:
+        spec = specs[i]
         split = "test" if result.get("test") is not None else "dev"
-        rows.append({"system": spec.system, "fraction": spec.fraction, "seed": spec.seed,
-                     "n_train": result["n_train"], "metric": result["metric"],
-                     "split": split, "score": float(result[split]), "run": spec.name})
+        rows[i] = {"system": spec.system, "fraction": spec.fraction, "seed": spec.seed,
+                   "n_train": result["n_train"], "metric": result["metric"],
+                   "split": split, "score": float(result[split]), "run": spec.name}
     return rows
 
 

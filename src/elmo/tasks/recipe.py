@@ -261,6 +261,37 @@ def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
     return examples
 
 
+def read_splits(config: TaskConfig) -> tuple[list, list, list | None, list[str]]:
+    """A run's training examples (without the held-out dev part), dev and test examples
+    (None without --test), checked; and the labels of the whole training file."""
+    train_all = read_split(config, config.train)
+    labels = build_labels(train_all)
+    if config.dev:
+        dev = read_split(config, config.dev)
+        check_labels(dev, labels, config.dev, config.train)
+    else:  # the same held-out part for every seed and fraction
+        kept, held = held_out_split(len(train_all), config.dev_fraction)
+        train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
+    test = None
+    if config.test:
+        test = read_split(config, config.test)
+        check_labels(test, labels, config.test, config.train)
+    return train_all, dev, test, labels
+
+
+def compute_features(config: TaskConfig) -> None:
+    """Fill the feature cache with every split a run of `config` reads (nothing to do without
+    ELMo or with a fine-tuned biLM), so that runs in parallel processes only read it."""
+    if config.elmo is None or config.fine_tune:
+        return
+    train_all, dev, test, _ = read_splits(config)
+    bilm = load_bilm(config.elmo, progress=config.progress)
+    for examples in (train_all, dev, test or []):
+        if examples:
+            cached_layers(bilm, flat_sentences(examples), config.cache_dir,
+                          resolve_device(config.device), progress=config.progress).close()
+
+
 def train_task(config: TaskConfig) -> dict[str, Any]:
     """Train (or resume, or return the result of) the run `config.out`; returns the result:
     metric, best dev score, test score (with a test file), best epoch, layer weights."""
@@ -271,16 +302,7 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
             if config.test and result.get("test_file") != config.test:
                 result.update(_test_result(config))
             return result
-    train_all = read_split(config, config.train)
-    labels = build_labels(train_all)
-    if config.dev:
-        dev = read_split(config, config.dev)
-        check_labels(dev, labels, config.dev, config.train)
-    else:  # the same held-out part for every seed and fraction
-        kept, held = held_out_split(len(train_all), config.dev_fraction)
-        train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
-    if config.test:
-        check_labels(read_split(config, config.test), labels, config.test, config.train)
+    train_all, dev, _, labels = read_splits(config)
     sample = nested_sample(len(train_all), config.train_fraction, config.seed)
     train = [train_all[i] for i in sample]
     vocab = build_vocab(train)
