@@ -5,7 +5,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install dev demo test lint bench
+.PHONY: install dev demo test lint
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)

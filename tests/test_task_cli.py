@@ -8,7 +8,7 @@ import random
 import pytest
 
 from elmo import save_pretrained
-from elmo.cli import main
+from elmo.cli import _actions_of, build_parser, main
 from tests.conftest import random_bilm
 
 PEOPLE, PLACES, WORDS = ["anna", "bob", "carl"], ["paris", "rome"], ["saw", "in", "met", "the"]
@@ -282,6 +282,21 @@ def test_threads_option_after_the_action(tmp_path, capsys):
         main(["task", "evaluate", str(tmp_path / "run"), "--test", "x", "--threads", "0"])
     err = capsys.readouterr().err
     assert "usage: elmo task evaluate" in err and "--threads must be at least 1" in err
+
+
+def test_every_action_of_every_command_takes_threads_after_it():
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    actions = [a for c in commands.values() for a in _actions_of(c)]
+    assert {a.prog for a in actions} >= {"elmo task text", "elmo analyze probe",
+                                        "elmo analyze sample-efficiency"}
+    assert all("--threads" in a._option_string_actions for a in actions)
+    args = parser.parse_args(["analyze", "probe", "--train", "a", "--test", "b", "--threads",
+                              "2"])
+    assert args.threads == 2 and args.command_parser.prog == "elmo analyze probe"
+    before = parser.parse_args(["analyze", "--threads", "3", "probe", "--train", "a", "--test",
+                                "b"])
+    assert before.threads == 3  # not hidden by the action's own option
 
 
 def test_run_with_a_relative_model_path_evaluates_from_elsewhere(tmp_path, tiny_model,

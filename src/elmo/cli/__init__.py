@@ -47,7 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser.add_argument("--threads", type=int, metavar="N", help=threads_help)
         # errors found after parsing print this subcommand's usage, not the top-level one
         command_parser.set_defaults(command_parser=command_parser)
+        for action_parser in _actions_of(command_parser):  # `elmo task train`, ...
+            # here too; SUPPRESS: no default hides a --threads given before the action
+            action_parser.add_argument("--threads", type=int, metavar="N",
+                                       default=argparse.SUPPRESS, help=threads_help)
+            action_parser.set_defaults(command_parser=action_parser)
     return parser
+
+
+def _actions_of(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers of a command's actions (`elmo analyze probe`), however deeply nested."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += _actions_of(child) or [child]
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

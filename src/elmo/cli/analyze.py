@@ -116,8 +116,8 @@ def _add_neighbours(analyses: argparse._SubParsersAction) -> None:
     p.add_argument("--context", type=int, default=12,
                    help="tokens shown on each side of a neighbour in the table (default 12)")
     p.add_argument("--index-dir", default=None,
-                   help="where corpus indexes are kept (default: $ELMO_CACHE/neighbours, "
-                   "else ~/.cache/elmo/neighbours)")
+                   help="where corpus indexes are kept (default: neighbours/ in "
+                   "$ELMO_CACHE, else $XDG_CACHE_HOME/elmo, else ~/.cache/elmo)")
     p.add_argument("--dtype", choices=("float16", "float32"), default="float16",
                    help="storage of the index's unit vectors (default float16: half the disk; "
                    "cosines then differ by ~1e-3 from float32)")

@@ -7,6 +7,15 @@ import argparse
 from elmo.tokenize import TOKENIZER_NAMES
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_overwrite(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output (default: refuse)")

@@ -10,7 +10,7 @@ import sys
 from types import SimpleNamespace
 
 from elmo.atomic import claim_output
-from elmo.cli.common import add_overwrite
+from elmo.cli.common import DefaultsHelpFormatter, add_overwrite
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
@@ -42,16 +42,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def _runtime_options(p: argparse.ArgumentParser) -> None:
-    """Options of every action: cache, device, threads, progress."""
+    """Options of every action: cache, device, progress (`elmo` adds --threads)."""
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="feature cache of the frozen biLM's layers (default: "
-                   "$ELMO_CACHE/features, else ~/.cache/elmo/features)")
+                   help="feature cache of the frozen biLM's layers (default: features/ in "
+                   "$ELMO_CACHE, else $XDG_CACHE_HOME/elmo, else ~/.cache/elmo)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or messages")
-    # as `elmo --threads` adds it to every command: here after the action too
-    p.add_argument("--threads", type=int, metavar="N", default=argparse.SUPPRESS,
-                   help="CPU threads for torch (default: torch's choice)")
-    p.set_defaults(command_parser=p)  # errors print this action's usage
 
 
 def _format_options(group: argparse._ArgumentGroup) -> None:
@@ -81,12 +77,13 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
 def _add_train(commands: argparse._SubParsersAction) -> None:
     d = DEFAULTS
     p = commands.add_parser(
-        "train", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "train", formatter_class=DefaultsHelpFormatter,
         help="train a task model (resumable)",
         description="Train a task model on --train, keep the epoch best on --dev (early "
         "stopping), score --test with it. OUT receives config.json, vocab.txt, "
-        "model.safetensors, layer_weights.json, metrics.jsonl and result.json. Run the same "
-        "command again to resume after an interruption (--epochs may grow).")
+        "model.safetensors, layer_weights.json, metrics.jsonl, checkpoint.safetensors and "
+        "result.json. Run the same command again to resume after an interruption (--epochs "
+        "may grow, unless the run stopped early).")
     data = p.add_argument_group("data")
     data.add_argument("--task", required=True, choices=TASKS)
     data.add_argument("--train", required=True, metavar="FILE")
@@ -175,7 +172,7 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
 
 def _add_text(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
-        "text", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "text", formatter_class=DefaultsHelpFormatter,
         help="write a task file's sentences one per line (for `elmo train --init-from`)",
         description="Write the sentences of INPUT (both sentences of a pair), tokens "
         "separated by spaces, one per line, into OUTPUT: the task's own text, to continue "
