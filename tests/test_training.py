@@ -447,3 +447,15 @@ def test_metrics_after_the_checkpoint_are_dropped_on_resume(tmp_path):
         f.write('{"step": 20, "trai')  # cut short by SIGKILL
     log.truncate_after(10)
     assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [5, 10]
+
+
+def test_throughput_leaves_out_paused_time(monkeypatch):
+    from elmo.training import trainer
+
+    clock = iter([0.0, 10.0, 40.0, 50.0])  # window start, pause start, pause end, summary
+    monkeypatch.setattr(trainer.time, "perf_counter", lambda: next(clock))
+    window = trainer._Window()
+    window.add(1.0, 1.0, 1000)
+    with window.paused():  # e.g. a validation
+        pass
+    assert window.summary()[2] == pytest.approx(1000 / 20)

@@ -115,10 +115,15 @@ def training_record(run_dir: Path) -> dict:
     config = run["config"]
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     tokens_per_step = config["batch_size"] * config["unroll_steps"] * run.get("world_size", 1)
-    # Training minutes at each logged step, from the logged speed (validation time excluded).
-    minutes, last_step, clock = {}, 0, 0.0
+    # Training minutes at each logged step, from the logged speed.
+    # Runs before the trainer paused its clock for validation counted it in the next window's
+    # speed: those windows are left out of the mean speed.
+    valid_steps = {m["step"] for m in metrics if "valid_ppl" in m}
+    minutes, last_step, clock, speeds = {}, 0, 0.0, []
     for m in sorted((m for m in metrics if "train_loss" in m), key=lambda m: m["step"]):
         clock += (m["step"] - last_step) * tokens_per_step / m["tokens_per_s"] / 60
+        if last_step not in valid_steps:
+            speeds.append(m["tokens_per_s"])
         minutes[m["step"]], last_step = clock, m["step"]
     # "minutes" in a validation line (newer runs) is wall clock, validation included.
     valid = [{**m, "minutes": minutes.get(m["step"]), "wall_minutes": m.get("minutes")}
@@ -132,8 +137,7 @@ def training_record(run_dir: Path) -> dict:
         "tokens_seen": steps * tokens_per_step,
         "epochs": steps * tokens_per_step / run["n_tokens"],
         "corpus_tokens": run["n_tokens"],
-        "mean_tokens_per_s": float(np.mean([m["tokens_per_s"] for m in metrics
-                                            if "train_loss" in m])),
+        "mean_tokens_per_s": float(np.mean(speeds)),
         "wall_minutes": ((run_dir / WEIGHTS_NAME).stat().st_mtime
                          - (run_dir / RUN_NAME).stat().st_mtime) / 60,
         "validation": valid,
@@ -188,23 +192,20 @@ def describe_architecture(config: BiLMConfig, preset: str | None) -> str:
 
 
 def validation_table(validation: list[dict]) -> str:
-    """The validation curve as a Markdown table: perplexity against steps and minutes."""
-    wall = any(v.get("wall_minutes") for v in validation)
-    head = ["step", "epoch", "training minutes"] + (["wall minutes"] if wall else [])
-    rows = [f"| {' | '.join(head)} | forward | backward | average |",
-            "|" + "---|" * (len(head) + 3)]
+    """The validation curve as a Markdown table: perplexity against steps and minutes (the
+    wall clock where the run recorded it, else training time from the logged speed)."""
+    wall = all(v.get("wall_minutes") for v in validation)
+    rows = ["| step | epoch | minutes | forward | backward | average |", "|---|---|---|---|---|---|"]
     for v in validation:
-        cells = [f"{v['step']:,}", f"{v['epoch']:.2f}",
-                 f"{v['minutes']:.1f}" if v.get("minutes") else "-"]
-        if wall:
-            cells.append(f"{v['wall_minutes']:.1f}" if v.get("wall_minutes") else "-")
-        cells += [f"{v[k]:.1f}" for k in ("valid_ppl_forward", "valid_ppl_backward",
-                                          "valid_ppl")]
-        rows.append(f"| {' | '.join(cells)} |")
-    note = ("\n\nTraining minutes come from the logged speed and leave out validation"
-            + ("; wall minutes are the clock since the run's first step, validation included."
-               if wall else "."))
-    return "\n".join(rows) + note
+        minutes = v["wall_minutes"] if wall else v.get("minutes")
+        rows.append(f"| {v['step']:,} | {v['epoch']:.2f} | "
+                    + (f"{minutes:.1f}" if minutes else "-") + " | "
+                    + " | ".join(f"{v[k]:.1f}" for k in ("valid_ppl_forward",
+                                                         "valid_ppl_backward", "valid_ppl"))
+                    + " |")
+    note = ("Minutes: the wall clock since the run's first step, validation included."
+            if wall else "Minutes: training time from the logged speed.")
+    return "\n".join(rows) + "\n\n" + note
 
 
 def render(directory: Path, card: dict) -> str:

@@ -271,7 +271,8 @@ class Trainer:
                     self._log_train(self.window)
                     self.window = _Window()
                 if cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop):
-                    last_valid = self._evaluate()
+                    with self.window.paused():  # tokens/s counts training time only
+                        last_valid = self._evaluate()
                     stopped_early = self._patience_spent()
                 if (stop or stopped_early or checkpoint_due
                         or self.step % cfg.checkpoint_every == 0):
@@ -441,6 +442,15 @@ class _Window:
         self.sum_b += loss_b
         self.steps += 1
         self.tokens += n_tokens
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The time spent inside is left out of the throughput."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.start += time.perf_counter() - start
 
     def summary(self) -> tuple[float, float, float]:
         """Mean forward loss, mean backward loss, tokens per second."""
