@@ -130,4 +130,6 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     text = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert text.startswith("# Shipped model `default-zh`: `tiny` biLM trained on Chinese test")
     assert "| held-out | `../shared/zh/test.txt` |" in text and str(tmp_path) not in text
-    assert "Validation during training (`../shared/zh/test.txt`; minutes of training" in text
+    assert "Validation during training (`../shared/zh/test.txt`), the perplexity curve:" in text
+    assert "| step | epoch | minutes | forward | backward | average |" in text
+    assert "\n| 2 | " in text and "\n| 4 | " in text

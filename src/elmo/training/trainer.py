@@ -257,6 +257,7 @@ class Trainer:
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
         self.window = _Window(**self.resumed_window)
         self._started = self._saved_at = self._clock = _now()
+        self._wall_start = time.monotonic()  # for the metrics' minutes, apart from the budget
         out_of_time = False
         with self._bar:
             while not (stopped_early or out_of_time) and self.step < self.total_steps:
@@ -365,7 +366,7 @@ class Trainer:
 
     def _minutes(self) -> float:
         """Wall-clock minutes since this process's first step (a resumed run starts at 0)."""
-        return round((_now() - self._started) / 60.0, 3)
+        return round((time.monotonic() - self._wall_start) / 60.0, 3)
 
     def _evaluate(self) -> PerplexityTotals:
         """Validation perplexity (each rank scores its share); keeps the best model."""
