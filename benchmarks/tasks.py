@@ -227,13 +227,12 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
     """Every cell over `--seeds` seeds, `--jobs` runs at a time; rows of the table."""
     torch.set_num_threads(args.threads * args.jobs)  # the machine is ours until the runs start
     skipped, cells = plan(tasks, args, work)
-    jobs = [(task, column, seed) for task, column, _, _ in cells for seed in range(args.seeds)]
-    configs = [cell_config(task, column, model, files, seed, args, work)
-               for task, column, model, files in cells for seed in range(args.seeds)]
+    jobs = [((task, column, seed), cell_config(task, column, model, files, seed, args, work))
+            for task, column, model, files in cells for seed in range(args.seeds)]
     print(f"{len(jobs)} task runs, {args.jobs} at a time", flush=True)
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for i, result in train_tasks(configs, args.jobs, args.threads):
-        task, column, seed = jobs[i]
+    for i, result in train_tasks([config for _, config in jobs], args.jobs, args.threads):
+        task, column, seed = jobs[i][0]
         results[task.name, column, seed] = result
         print(f"  {task.name} | {column} | seed {seed}: {result['test']:.2f} "
               f"({result['wall_seconds']:.0f} s; {len(results)}/{len(jobs)} runs)", flush=True)

@@ -26,6 +26,7 @@ from elmo.device import resolve_device
 from elmo.errors import ElmoError
 from elmo.features import LayerStore, cached_layers
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
+from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
 from elmo.pretrained import load_bilm
@@ -207,8 +208,7 @@ class Run:
 
     def feature_store(self, examples: list) -> LayerStore:
         """The feature cache of `examples`' sentences (the biLM as loaded)."""
-        return cached_layers(self.bilm, flat_sentences(examples), self.config.cache_dir,
-                             self.device, progress=self.config.progress)
+        return feature_store(self.bilm, examples, self.config)
 
     def layers(self, examples: list) -> LayerStore | None:
         """The layers the model reads for `examples`: None without ELMo or when the biLM is
@@ -253,6 +253,13 @@ class Run:
         return accuracy(gold, predicted)
 
 
+def feature_store(bilm: BiLM, examples: list, config: TaskConfig) -> LayerStore:
+    """The feature cache entry of `examples`' sentences under `bilm`, computed if absent:
+    the one entry a run of `config` reads for them."""
+    return cached_layers(bilm, flat_sentences(examples), config.cache_dir,
+                         resolve_device(config.device), progress=config.progress)
+
+
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
     """`path` read in the run's format; `labeled`: tags or labels checked and required."""
     examples = read_dataset(path, config.format, **config.reader_options(labeled))
@@ -288,8 +295,7 @@ def compute_features(config: TaskConfig) -> None:
     bilm = load_bilm(config.elmo, progress=config.progress)
     for examples in (train_all, dev, test or []):
         if examples:
-            cached_layers(bilm, flat_sentences(examples), config.cache_dir,
-                          resolve_device(config.device), progress=config.progress).close()
+            feature_store(bilm, examples, config).close()
 
 
 def train_task(config: TaskConfig) -> dict[str, Any]:
