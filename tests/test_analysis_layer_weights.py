@@ -9,7 +9,7 @@ import matplotlib.image
 import pytest
 
 from elmo.analysis import plots
-from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights
+from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights, run_names
 from elmo.cli import main
 from elmo.errors import ElmoError
 
@@ -56,6 +56,22 @@ def test_heat_map_of_several_runs_and_placements(tmp_path, labelled_figures):
     assert labelled_figures == [("Learned ELMo layer weights, softmax(s)", "biLM layer",
                                  "task run (mix placement)")]
     assert [p.name for p in (tmp_path / "figs").iterdir()] == ["weights.png"]  # no temp left
+
+
+def test_runs_are_named_by_the_shortest_path_end_that_tells_them_apart(tmp_path):
+    assert run_names([tmp_path / "pos", tmp_path / "ner"]) == ["pos", "ner"]
+    assert run_names([tmp_path / "pos" / "seed0", tmp_path / "ner" / "seed0",
+                      tmp_path / "ner" / "seed1"]) == ["pos/seed0", "ner/seed0", "ner/seed1"]
+    assert run_names([tmp_path / "a" / "x" / "s", tmp_path / "b" / "x" / "s"]) == [
+        "a/x/s", "b/x/s"]
+
+
+def test_cli_names_runs_of_the_same_seed_apart(tmp_path, capsys):
+    pos = run_dir(tmp_path, "pos/seed0", {"input": [0.2, 0.5, 0.3]})
+    ner = run_dir(tmp_path, "ner/seed0", {"input": [0.1, 0.3, 0.6]})
+    assert main(["analyze", "layer-weights", str(pos), str(ner), "--json"]) == 0
+    assert [r["run"] for r in json.loads(capsys.readouterr().out)["runs"]] == [
+        "pos/seed0", "ner/seed0"]
 
 
 def test_unlabelled_axes_are_refused(tmp_path):

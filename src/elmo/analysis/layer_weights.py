@@ -7,6 +7,7 @@ A run directory of `elmo task train` holds `layer_weights.json`: {"input": [w_0.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +33,19 @@ class MixWeights:
         return f"{self.run} ({self.placement})"
 
 
-def read_layer_weights(run_dir: str | Path) -> list[MixWeights]:
-    """The mixes of one run directory, in file order."""
+def run_names(run_dirs: Sequence[str | Path]) -> list[str]:
+    """Each run directory's shortest trailing path that no other of them shares: `pos` and
+    `ner` for runs/pos and runs/ner, `pos/seed0` and `ner/seed0` for runs/{pos,ner}/seed0."""
+    parts = [Path(d).resolve().parts for d in run_dirs]
+    for k in range(1, max(map(len, parts), default=0) + 1):
+        names = ["/".join(p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(d) for d in run_dirs]  # a directory given twice
+
+
+def read_layer_weights(run_dir: str | Path, name: str | None = None) -> list[MixWeights]:
+    """The mixes of one run directory, in file order, labelled `name` (default: its name)."""
     run_dir = Path(run_dir)
     path = run_dir / WEIGHTS_FILE
     if not path.is_file():
@@ -52,7 +64,7 @@ def read_layer_weights(run_dir: str | Path) -> list[MixWeights]:
         if not (isinstance(weights, list) and weights
                 and all(isinstance(w, int | float) for w in weights)):
             raise ElmoError(f"{path}: {placement!r} should be a list of layer weights")
-        mixes.append(MixWeights(run_dir.name, placement, [float(w) for w in weights]))
+        mixes.append(MixWeights(name or run_dir.name, placement, [float(w) for w in weights]))
     return mixes
 
 

@@ -252,7 +252,8 @@ def _add_layer_weights(analyses: argparse._SubParsersAction) -> None:
         "layer-weights", help="learned mix weights of trained task runs (Figure 2)",
         description="Read layer_weights.json (softmax(s) of each mix) of each run directory "
         "of `elmo task train --elmo MODEL`; print a table (or JSON) and draw a heat map, one "
-        "row per run and placement (input/output), one column per layer.",
+        "row per run and placement (input/output), one column per layer. Runs are named by "
+        "the shortest end of their path that tells them apart.",
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--plot", metavar="PNG", help="write the heat map to this PNG file")
@@ -261,9 +262,15 @@ def _add_layer_weights(analyses: argparse._SubParsersAction) -> None:
 
 
 def _run_layer_weights(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights, weights_matrix
+    from elmo.analysis.layer_weights import (
+        plot_layer_weights,
+        read_layer_weights,
+        run_names,
+        weights_matrix,
+    )
 
-    mixes = [mix for run_dir in args.run_dirs for mix in read_layer_weights(run_dir)]
+    mixes = [mix for run_dir, name in zip(args.run_dirs, run_names(args.run_dirs), strict=True)
+             for mix in read_layer_weights(run_dir, name)]
     values = weights_matrix(mixes)
     if args.plot:
         plot_layer_weights(mixes, args.plot)
