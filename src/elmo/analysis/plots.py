@@ -40,7 +40,8 @@ def heatmap(
     """A heat map of values (rows, columns), each cell annotated, saved as PNG."""
     plt = _pyplot()
     rows, columns = values.shape
-    figure, axes = plt.subplots(figsize=(1.6 + 0.9 * columns, 1.2 + 0.45 * rows))
+    label_inches = 0.08 * max(map(len, row_labels), default=0)  # room for the row labels
+    figure, axes = plt.subplots(figsize=(2.4 + 0.9 * columns + label_inches, 1.2 + 0.45 * rows))
     image = axes.imshow(values, cmap="viridis", vmin=0.0, vmax=max(1.0, float(values.max())),
                         aspect="auto")
     axes.set_xticks(range(columns), labels=list(column_labels))
