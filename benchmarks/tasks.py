@@ -13,9 +13,9 @@ on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
 (whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
 after another; then the 114 task runs (5 epochs each) go `--jobs` at a time, each in its own
-process. The defaults are sized for about 3 hours on this machine with `--jobs 1` (an
-estimate: ~0.2 s per tagger batch of 32 at one thread, plus 2 x 10 minutes of adaptation);
-`--jobs 2` uses both cores. The JSON records the wall time.
+process. With the defaults and `--jobs 2` (both cores) the whole benchmark took 107 minutes on
+this machine (2026-11-22; two adaptations of 7-8 minutes, the runs 20 s to 6 minutes each);
+`--jobs 1` takes about twice as long for the runs. The JSON records the wall time.
 
     python benchmarks/tasks.py --jobs 2 [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
     python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
