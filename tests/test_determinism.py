@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
+from elmo.chars import ByteIndexer
 from elmo.cli import main
 from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
@@ -56,7 +57,7 @@ def test_a_training_backward_pass_is_bitwise_repeatable_with_2_threads(tmp_path,
     lm = BiLanguageModel(BiLM(BiLMConfig.preset("tiny", vocab_size=len(vocab))), len(vocab),
                          softmax, num_samples=12).train()
     batch = next(TrainStream([train], "whitespace", vocab, BPTTConfig(64, 20)))
-    char_ids, targets, mask = batch_tensors(batch, 50, torch.device("cpu"))
+    char_ids, targets, mask = batch_tensors(batch, ByteIndexer(50), torch.device("cpu"))
 
     def gradients() -> dict[str, torch.Tensor]:
         torch.manual_seed(1)  # the same dropout masks and sampled candidates

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elmo.chars import word_to_char_ids
+from elmo.chars import ByteIndexer, word_to_char_ids
 from elmo.data.batching import BPTTConfig
 from elmo.errors import ElmoError
 from elmo.formats.bilm_tf import save_bilm_tf
@@ -212,7 +212,7 @@ def test_batch_tensors_zero_the_padding(tmp_path):
     train, _ = write_corpus(tmp_path, n_train=2, n_valid=1)
     vocab = Vocabulary.build(line.split() for line in train.read_text().splitlines())
     batch = next(iter(TrainStream([train], "whitespace", vocab, BPTTConfig(4, 30))))
-    char_ids, targets, mask = batch_tensors(batch, 50, torch.device("cpu"))
+    char_ids, targets, mask = batch_tensors(batch, ByteIndexer(50), torch.device("cpu"))
     assert char_ids.shape == (2, 4, 30, 50) and targets.shape == (2, 4, 30)
     assert not mask.all() and (char_ids[:, ~mask] == 0).all()
     assert (char_ids[:, mask] > 0).any(dim=-1).all()

@@ -1,17 +1,26 @@
-"""Words to character ids, exactly as the official ELMo models expect them.
+"""Words to character ids, exactly as the released ELMo models expect them.
 
-A token becomes `max_characters_per_token` (50) ids: its UTF-8 bytes (at most 48), wrapped in
-begin-word / end-word marks and padded; every id is shifted by +1 so that 0 can mark an absent
-token. The sentence boundaries `<S>` and `</S>` are whole tokens made of special ids.
+Bytes (bilm-tf, AllenNLP): a token becomes `max_characters_per_token` (50) ids: its UTF-8
+bytes (at most 48), wrapped in begin-word / end-word marks and padded; every id is shifted by
++1 so that 0 can mark an absent token. The sentence boundaries `<S>` and `</S>` are whole
+tokens made of special ids.
+
+Vocabulary (ELMoForManyLangs): ids of the model's own characters (see `VocabIndexer`), and,
+with a word embedding, the token's word id in one more column.
+
+`token_indexer(config)` gives the indexer a model's config asks for; `BiLM.batch_to_ids`
+uses it.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import torch
+
+from elmo.config import BiLMConfig
 
 BOS_CHAR = 256  # begin of sentence
 EOS_CHAR = 257  # end of sentence
@@ -90,12 +99,82 @@ def batch_to_ids(
     Returns a LongTensor (B, T, max_chars), T the longest sentence; absent tokens are all 0.
     Raises TypeError unless `sentences` is a list of lists of strings.
     """
+    return _batch(sentences, lambda w: word_to_char_ids(w, max_chars), max_chars)
+
+
+def _batch(
+    sentences: Sequence[Sequence[str]], token_ids: Callable[[str], tuple[int, ...]], width: int
+) -> torch.Tensor:
+    """(B, T, width) ids of a batch, absent tokens all 0; TypeError for a malformed batch."""
     check_sentences(sentences)
     longest = max((len(s) for s in sentences), default=0)
-    ids = torch.zeros(len(sentences), longest, max_chars, dtype=torch.long)
+    ids = torch.zeros(len(sentences), longest, width, dtype=torch.long)
     for b, sentence in enumerate(sentences):
         if sentence:
-            ids[b, : len(sentence)] = torch.tensor(
-                [word_to_char_ids(w, max_chars) for w in sentence], dtype=torch.long
-            )
+            ids[b, : len(sentence)] = torch.tensor([token_ids(w) for w in sentence])
     return ids
+
+
+class ByteIndexer:
+    """Tokens -> UTF-8 byte ids (bilm-tf); the sentence boundaries are `<S>` and `</S>`."""
+
+    bos_token, eos_token = BOS_TOKEN, EOS_TOKEN
+
+    def __init__(self, max_chars: int = MAX_CHARS) -> None:
+        self.width = max_chars
+
+    def token_ids(self, word: str) -> tuple[int, ...]:
+        return word_to_char_ids(word, self.width)
+
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """(B, T, C) ids, boundaries not added (see `batch_to_ids`)."""
+        return batch_to_ids(sentences, self.width)
+
+
+class VocabIndexer:
+    """Tokens -> ids of a character vocabulary (+1, 0 marks absent), as ELMoForManyLangs.
+
+    A token longer than C - 2 characters (code points) is cut to its first C - 2, for its
+    characters and its word. Its row is `[<eow>, chars..., <bow>, <pad>...]`: the original code
+    swaps the two markers (consistently in training and inference, so the weights expect it).
+    Unknown characters and words get `<oov>`; word look-up is exact. With a word vocabulary
+    the row has one more column, the word id (+1). The boundaries `<bos>`/`<eos>` are tokens
+    whose row holds their special character.
+    """
+
+    bos_token, eos_token = "<bos>", "<eos>"
+
+    def __init__(self, chars: Sequence[str], words: Sequence[str], max_chars: int) -> None:
+        self.chars = {c: i + 1 for i, c in enumerate(chars)}  # a repeated entry: its last id
+        self.words = {w: i + 1 for i, w in enumerate(words)}
+        self.max_chars = max_chars
+        self.width = max_chars + (1 if words else 0)
+        self.token_ids = lru_cache(maxsize=65536)(self._token_ids)
+
+    def _token_ids(self, word: str) -> tuple[int, ...]:
+        chars, c = self.chars, self.max_chars
+        word = word[: c - 2]
+        if word in (self.bos_token, self.eos_token):
+            inner = [chars[word]]
+        else:
+            oov = chars["<oov>"]
+            inner = [chars.get(ch, oov) for ch in word]
+        row = [chars["<eow>"], *inner, chars["<bow>"]]
+        row += [chars["<pad>"]] * (c - len(row))
+        if self.words:
+            row.append(self.words.get(word, self.words["<oov>"]))
+        return tuple(row)
+
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """(B, T, width) ids, boundaries not added; absent tokens all 0."""
+        return _batch(sentences, self.token_ids, self.width)
+
+
+TokenIndexer = ByteIndexer | VocabIndexer
+
+
+def token_indexer(config: BiLMConfig) -> TokenIndexer:
+    """The indexer for the token encoder `config` describes."""
+    if config.token_encoder == "vocab":
+        return VocabIndexer(config.char_vocab, config.word_vocab, config.max_characters_per_token)
+    return ByteIndexer(config.max_characters_per_token)

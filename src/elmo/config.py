@@ -10,6 +10,9 @@ from typing import Any
 
 # The char-CNN filters of every released English model: (width, count), 2048 in all.
 RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+# Entries a vocabulary token encoder needs (ELMoForManyLangs' names).
+VOCAB_CHAR_SPECIALS = ("<bow>", "<eow>", "<bos>", "<eos>", "<oov>", "<pad>")
+VOCAB_WORD_SPECIALS = ("<oov>", "<pad>")
 
 
 def check_fields(cls: type, data: dict[str, Any], what: str) -> None:
@@ -24,10 +27,14 @@ class BiLMConfig:
     """Architecture of a biLM: character CNN token encoder + L projected LSTM layers per direction.
 
     Field names follow the paper; `from_options` / `to_options` map them to bilm-tf's
-    `options.json`.
+    `options.json`. The token encoder reads either UTF-8 bytes (`token_encoder="bytes"`, as
+    bilm-tf: 262 fixed ids) or the characters of its own vocabulary (`"vocab"`, as
+    ELMoForManyLangs: `char_vocab` by id, learned embeddings, plus an optional word embedding
+    of `word_embed_dim` over `word_vocab`, concatenated before the projection).
     """
 
     # Character CNN token encoder.
+    token_encoder: str = "bytes"  # "bytes" or "vocab"
     char_embed_dim: int = 16
     filters: tuple[tuple[int, int], ...] = RELEASED_FILTERS
     n_highway: int = 1
@@ -40,6 +47,10 @@ class BiLMConfig:
     cell_clip: float | None = 3.0
     proj_clip: float | None = 3.0
     use_skip_connections: bool = True
+    # Vocabulary token encoder only: characters and words by id (their position).
+    char_vocab: tuple[str, ...] = field(default=(), repr=False)
+    word_vocab: tuple[str, ...] = field(default=(), repr=False)
+    word_embed_dim: int = 0
     # Pretraining (not needed for inference).
     vocab_size: int | None = None
     dropout: float = 0.1
@@ -48,6 +59,8 @@ class BiLMConfig:
 
     def __post_init__(self) -> None:
         self.filters = tuple((int(w), int(n)) for w, n in self.filters)
+        self.char_vocab, self.word_vocab = tuple(self.char_vocab), tuple(self.word_vocab)
+        self._check_token_encoder()
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"activation must be 'relu' or 'tanh', got {self.activation!r}")
         if self.n_layers < 1:
@@ -60,6 +73,30 @@ class BiLMConfig:
                 f"filter widths {too_wide} exceed max_characters_per_token "
                 f"({self.max_characters_per_token})"
             )
+
+    def _check_token_encoder(self) -> None:
+        if self.token_encoder == "bytes":
+            if self.char_vocab or self.word_vocab or self.word_embed_dim:
+                raise ValueError("char_vocab, word_vocab and word_embed_dim belong to "
+                                 'token_encoder="vocab"')
+            return
+        if self.token_encoder != "vocab":
+            raise ValueError("token_encoder must be 'bytes' or 'vocab', got "
+                             f"{self.token_encoder!r}")
+        missing = [c for c in VOCAB_CHAR_SPECIALS if c not in self.char_vocab]
+        if missing:
+            raise ValueError(f"char_vocab lacks the special entries {missing}")
+        if self.word_embed_dim < 0:
+            raise ValueError(f"word_embed_dim must be >= 0, got {self.word_embed_dim}")
+        if self.word_embed_dim:
+            missing = [w for w in VOCAB_WORD_SPECIALS if w not in self.word_vocab]
+            if missing:
+                raise ValueError(f"word_vocab lacks the special entries {missing}")
+        elif self.word_vocab:
+            raise ValueError("word_vocab needs word_embed_dim > 0")
+        if self.max_characters_per_token < 3:
+            raise ValueError("max_characters_per_token must leave room for <bow>, <eow> and "
+                             f"a character, got {self.max_characters_per_token}")
 
     @property
     def n_filters(self) -> int:
@@ -104,6 +141,12 @@ class BiLMConfig:
 
     def to_options(self) -> dict[str, Any]:
         """The `options.json` dict for this config (prediction form: n_characters 262)."""
+        if self.token_encoder != "bytes":
+            raise ValueError(
+                "bilm-tf's options.json describes byte-level character CNNs only; this model "
+                "reads its own character vocabulary (an ELMoForManyLangs model), which the "
+                "format cannot hold: export it in our format (--format native) instead"
+            )
         options: dict[str, Any] = {
             "lstm": {
                 "dim": self.lstm_dim,
@@ -134,6 +177,8 @@ class BiLMConfig:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["filters"] = [list(f) for f in self.filters]
+        for name in ("char_vocab", "word_vocab"):
+            data[name] = list(data[name])
         return data
 
     @classmethod

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from elmo.atomic import claim_output
-from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids, check_sentences, check_tokens
+from elmo.chars import check_sentences, check_tokens
 from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
 from elmo.hdf5_output import (
@@ -29,7 +29,6 @@ from elmo.hdf5_output import (
     write_index,
 )
 from elmo.modules.bilm import BiLM, model_identity
-from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.pretrained import load_bilm, recorded_tokenizer
 from elmo.textfile import is_stdin, scan_input
 from elmo.textfile import read_lines as read_text_lines
@@ -86,8 +85,8 @@ class TokenVectorCache:
     only valid for the weights it was filled with; `clear()` after changing them.
     """
 
-    def __init__(self, encoder: CharCNNEncoder, max_size: int) -> None:
-        self.encoder, self.max_size = encoder, max_size
+    def __init__(self, model: BiLM, max_size: int) -> None:
+        self.encoder, self.indexer, self.max_size = model.token_encoder, model.indexer, max_size
         self._vectors: OrderedDict[str, torch.Tensor] = OrderedDict()
 
     def clear(self) -> None:
@@ -101,7 +100,7 @@ class TokenVectorCache:
         missing = [w for w in words if w not in self._vectors]
         if missing:
             device = self.encoder.projection.weight.device
-            ids = batch_to_ids([missing], self.encoder.config.max_characters_per_token)[0]
+            ids = self.indexer.batch_to_ids([missing])[0]
             computed = self.encoder(ids.to(device))
         found = {w: self._vectors[w] for w in words if w in self._vectors}
         if missing:
@@ -149,7 +148,7 @@ class Embedder:
         self.model.stateful = stateful
         self.model.reset_states()
         self.batch_size, self.max_tokens = batch_size, max_tokens
-        self.token_cache = TokenVectorCache(self.model.token_encoder, token_cache_size) \
+        self.token_cache = TokenVectorCache(self.model, token_cache_size) \
             if token_cache_size > 0 else None
 
     @classmethod
@@ -189,7 +188,7 @@ class Embedder:
             return []
         with torch.inference_mode():
             if self.token_cache is None:
-                ids = batch_to_ids(sentences, self.model.config.max_characters_per_token)
+                ids = self.model.batch_to_ids(sentences)
                 layers = self.model(ids.to(self.device)).layers
             else:
                 layers = self._contextualize_cached(sentences)
@@ -198,7 +197,8 @@ class Embedder:
 
     def _contextualize_cached(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Layers (L+1, B, T, 2P) with token vectors from the cache."""
-        wrapped = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+        bos, eos = self.model.indexer.bos_token, self.model.indexer.eos_token
+        wrapped = [[bos, *s, eos] for s in sentences]
         vocab = list(dict.fromkeys(w for s in wrapped for w in s))
         position = {w: i + 1 for i, w in enumerate(vocab)}  # 0: the zero padding row
         table = self.token_cache.lookup(vocab)  # (V, P)

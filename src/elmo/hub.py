@@ -14,7 +14,12 @@ Environment variables:
     already in the cache are used.
 ``ELMO_RELEASE_BASE_URL``
     Replaces the official ``https://s3-us-west-2.amazonaws.com/allennlp/models/elmo``
-    prefix of the release URLs (for mirrors and tests).
+    prefix of the release URLs (for mirrors and tests); the ELMoForManyLangs archives are
+    then fetched from ``$ELMO_RELEASE_BASE_URL/efml/<archive name>``.
+
+The ELMoForManyLangs models (``efml:<lang>``, see :data:`EFML_RELEASES`) are archives: each
+is downloaded as above into ``cache_dir()/efml/`` and unpacked once into a temporary
+directory beside its final place, which is then renamed into place.
 """
 
 from __future__ import annotations
@@ -22,9 +27,13 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shutil
 import sys
+import tarfile
+import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +41,7 @@ from tqdm import tqdm
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "EFML_RELEASES",
     "RELEASED_MODELS",
     "DownloadError",
     "OfflineError",
@@ -40,6 +50,7 @@ __all__ = [
     "download",
     "is_offline",
     "release_base_url",
+    "resolve_efml",
     "resolve_released",
 ]
 
@@ -85,6 +96,44 @@ RELEASED_MODELS: dict[str, ReleasedModel] = {
         _release("original-5.5B", "2x4096_512_2048cnn_2xhighway_5.5B"),
     )
 }
+
+
+@dataclass(frozen=True)
+class EfmlRelease:
+    """A released ELMoForManyLangs model: its name (``efml:<lang>``), language and archive."""
+
+    name: str
+    language: str
+    url: str
+
+
+_NLPL = "http://vectors.nlpl.eu/repository/11"
+# (code, language) by NLPL repository id, 136-179, as the package's README lists them.
+_NLPL_LANGUAGES = (
+    ("ar", "Arabic"), ("bg", "Bulgarian"), ("ca", "Catalan"), ("cs", "Czech"),
+    ("cu", "Old Church Slavonic"), ("da", "Danish"), ("de", "German"), ("el", "Greek"),
+    ("en", "English"), ("es", "Spanish"), ("et", "Estonian"), ("eu", "Basque"),
+    ("fa", "Persian"), ("fi", "Finnish"), ("fr", "French"), ("ga", "Irish"),
+    ("gl", "Galician"), ("grc", "Ancient Greek"), ("he", "Hebrew"), ("hi", "Hindi"),
+    ("hr", "Croatian"), ("hu", "Hungarian"), ("id", "Indonesian"), ("it", "Italian"),
+    ("ja", "Japanese"), ("ko", "Korean"), ("la", "Latin"), ("lv", "Latvian"),
+    ("nl", "Dutch"), ("nb", "Norwegian Bokmål"), ("nn", "Norwegian Nynorsk"),
+    ("pl", "Polish"), ("pt", "Portuguese"), ("ro", "Romanian"), ("ru", "Russian"),
+    ("sk", "Slovak"), ("sl", "Slovene"), ("sv", "Swedish"), ("tr", "Turkish"),
+    ("ug", "Uyghur"), ("uk", "Ukrainian"), ("ur", "Urdu"), ("vi", "Vietnamese"),
+    ("zht", "Chinese (traditional, Wikipedia)"),
+)
+EFML_RELEASES: dict[str, EfmlRelease] = {
+    r.name: r
+    for r in (
+        *(EfmlRelease(f"efml:{code}", language, f"{_NLPL}/{number}.zip")
+          for number, (code, language) in enumerate(_NLPL_LANGUAGES, start=136)),
+        EfmlRelease("efml:zhs", "Chinese (simplified, Xinhua news)",
+                    "http://39.96.43.154/zhs.model.tar.bz2"),
+    )
+}
+"""The ELMoForManyLangs releases by name: 44 languages on the NLPL repository, plus the
+simplified-Chinese model hosted by its authors."""
 
 
 def cache_dir() -> Path:
@@ -351,3 +400,64 @@ def resolve_released(name: str, *, progress: bool = True) -> tuple[Path, Path]:
         url = _rebase(official)
         paths.append(download(url, folder / official.rsplit("/", 1)[-1], progress=progress))
     return paths[0], paths[1]
+
+
+def _efml_url(release: EfmlRelease) -> str:
+    base = os.environ.get("ELMO_RELEASE_BASE_URL")
+    archive = release.url.rsplit("/", 1)[-1]
+    return f"{base.rstrip('/')}/efml/{archive}" if base else release.url
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Extract a .zip or .tar.* archive into `into`; no member may land outside it."""
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as z:
+            for member in z.namelist():
+                target = (into / member).resolve()
+                if not target.is_relative_to(into.resolve()):
+                    raise DownloadError(f"{archive}: member {member!r} lies outside the archive")
+            z.extractall(into)
+    elif tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as t:
+            try:
+                t.extractall(into, filter="data")
+            except tarfile.FilterError as err:
+                raise DownloadError(f"{archive}: unsafe member: {err}") from err
+    else:
+        raise DownloadError(f"{archive} is neither a zip nor a tar archive; delete it to "
+                            "download it again")
+
+
+def _model_root(tree: Path, archive: Path) -> Path:
+    """The one directory in an unpacked tree that holds an EfML model (its encoder.pkl)."""
+    found = sorted(p.parent for p in tree.rglob("encoder.pkl"))
+    if len(found) != 1:
+        raise DownloadError(f"{archive} should hold one ELMoForManyLangs model directory "
+                            f"(with encoder.pkl); found {len(found)}")
+    return found[0]
+
+
+def resolve_efml(name: str, *, progress: bool = True) -> Path:
+    """The local model directory of the ELMoForManyLangs release ``name`` (``efml:<lang>``),
+    downloading its archive into ``cache_dir()/efml/`` and unpacking it on first use."""
+    release = EFML_RELEASES.get(name)
+    if release is None:
+        known = ", ".join(sorted(EFML_RELEASES))
+        raise ValueError(f"unknown ELMoForManyLangs model {name!r}; known models: {known}")
+    folder = cache_dir() / "efml"
+    model_dir = folder / release.name.removeprefix("efml:")
+    if model_dir.is_dir():
+        return model_dir
+    archive = download(_efml_url(release), folder / release.url.rsplit("/", 1)[-1],
+                       progress=progress)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", dir=folder))
+    try:
+        _unpack(archive, tmp)
+        try:
+            os.replace(_model_root(tmp, archive), model_dir)
+        except OSError:
+            if not model_dir.is_dir():  # not a concurrent run that finished first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return model_dir

@@ -3,11 +3,13 @@
 One resolver serves every command and loader. A model is named by
 
 - a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
-  `vocab.txt` and the softmax when `elmo train` wrote it) or a directory holding one official
-  options/weights pair;
+  `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs model directory
+  (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`) or a directory
+  holding one official options/weights pair;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
-- else a released name (`small`, `medium`, `original`, `original-5.5B`), downloaded on first use.
+- else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
+  the ELMoForManyLangs models), downloaded on first use.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import torch
 
 from elmo.errors import ElmoError
 from elmo.formats.bilm_tf import load_bilm_tf
+from elmo.formats.efml import REQUIRED_FILES as EFML_FILES
+from elmo.formats.efml import is_efml_dir, load_efml
 from elmo.formats.native import (
     CONFIG_NAME,
     RUN_NAME,
@@ -29,11 +33,14 @@ from elmo.formats.native import (
     is_native_dir,
     load_native,
 )
-from elmo.hub import RELEASED_MODELS, resolve_released
+from elmo.hub import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.modules.bilm import BiLM
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
+FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
+                  f"({', '.join(EFML_FILES)}, word.dic), or one official options .json + "
+                  "weights .hdf5 pair")
 
 
 class ModelNotFoundError(ElmoError, FileNotFoundError):
@@ -67,11 +74,18 @@ def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """Where a model's weights are: our format's directory, or an official pair."""
+    """Where a model's weights are: our format's directory, an official pair, or an
+    ELMoForManyLangs directory."""
 
     directory: Path | None = None  # our format (may hold the softmax and vocab.txt)
     options: Path | None = None
     weights: Path | None = None
+    efml: Path | None = None
+
+    @property
+    def format(self) -> str:
+        """"native", "efml" or "bilm-tf"."""
+        return "native" if self.directory else "efml" if self.efml else "bilm-tf"
 
 
 def find_official_pair(
@@ -85,9 +99,8 @@ def find_official_pair(
     if len(options) == 1 and len(weights) == 1:
         return options[0], weights[0]
     raise ElmoError(
-        f"{directory} should hold our format ({CONFIG_NAME} + {WEIGHTS_NAME}) or exactly one "
-        f"options .json and one weights .hdf5; found options {[p.name for p in options]} and "
-        f"weights {[p.name for p in weights]}. {choose}"
+        f"{directory} is no model directory: it should hold {FORMATS_NEEDED}; found options "
+        f"{[p.name for p in options]} and weights {[p.name for p in weights]}. {choose}"
     )
 
 
@@ -98,19 +111,18 @@ def model_directory(model: str | Path | None) -> Path | None:
     if path is not None and path.exists():
         if not path.is_dir():
             raise ModelNotFoundError(
-                f"model {str(model)!r} is a file; give its directory ({CONFIG_NAME} + "
-                f"{WEIGHTS_NAME}, or one official options/weights pair)"
+                f"model {str(model)!r} is a file; give its directory: {FORMATS_NEEDED}"
             )
         return path if is_native_dir(path) else None
     name = DEFAULT_MODEL if model is None else str(model)
-    if name in RELEASED_MODELS:
+    if name in RELEASED_MODELS or name in EFML_RELEASES:
         return None
     if name in shipped_models():
         return shipped_model_dir(name)
     raise ModelNotFoundError(
-        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}), a shipped "
-        f"model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
-        f"({CONFIG_NAME} + {WEIGHTS_NAME}, or one official options/weights pair)"
+        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
+        f"efml:<lang> such as efml:zhs, efml:en), a shipped model "
+        f"({', '.join(shipped_models()) or 'none'}), nor a model directory ({FORMATS_NEEDED})"
     )
 
 
@@ -119,8 +131,12 @@ def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> 
     directory = model_directory(model)
     if directory is not None:
         return ModelFiles(directory=directory)
-    if str(model) in RELEASED_MODELS and not Path(str(model)).exists():
-        return ModelFiles(None, *resolve_released(str(model), progress=progress))
+    if not Path(str(model)).exists():
+        if str(model) in RELEASED_MODELS:
+            return ModelFiles(None, *resolve_released(str(model), progress=progress))
+        return ModelFiles(efml=resolve_efml(str(model), progress=progress))
+    if is_efml_dir(model):
+        return ModelFiles(efml=Path(model))
     return ModelFiles(None, *find_official_pair(Path(model)))
 
 
@@ -132,6 +148,8 @@ def load_pretrained(
     files = resolve_model(model, progress=progress)
     if files.directory is not None:
         return load_native(files.directory)
+    if files.efml is not None:
+        return load_efml(files.efml), {}
     return load_bilm_tf(files.options, files.weights), {}
 
 

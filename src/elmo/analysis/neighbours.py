@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from elmo.atomic import atomic_output
-from elmo.chars import batch_to_ids
 from elmo.embed import Embedder, read_lines
 from elmo.errors import ElmoError
 from elmo.features import default_cache_dir
@@ -84,8 +83,7 @@ def static_vectors(bilm: BiLM, words: Sequence[str], chunk: int = 4096) -> np.nd
     parts = [np.zeros((0, bilm.config.projection_dim), np.float32)]
     with torch.inference_mode():
         for start in range(0, len(words), chunk):
-            ids = batch_to_ids([list(words[start:start + chunk])],
-                               bilm.config.max_characters_per_token)[0]
+            ids = bilm.batch_to_ids([list(words[start:start + chunk])])[0]
             parts.append(bilm.token_encoder(ids.to(device)).float().cpu().numpy())
     return np.concatenate(parts)
 

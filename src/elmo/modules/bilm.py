@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from elmo.chars import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LSTMState, StackedLSTM
@@ -59,9 +60,16 @@ class BiLM(nn.Module):
         self.lstm = StackedLSTM(config)
         self.stateful = False
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order
-        c = config.max_characters_per_token
-        self.register_buffer("bos_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, c)), False)
-        self.register_buffer("eos_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, c)), False)
+        # Tokens -> ids as this model's token encoder reads them (bytes or its vocabulary).
+        self.indexer = token_indexer(config)
+        bos, eos = (self.indexer.token_ids(t) for t in (self.indexer.bos_token,
+                                                         self.indexer.eos_token))
+        self.register_buffer("bos_ids", torch.tensor(bos), False)
+        self.register_buffer("eos_ids", torch.tensor(eos), False)
+
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Tokenized sentences -> the ids `forward` takes (B, T, C), boundaries not added."""
+        return self.indexer.batch_to_ids(sentences)
 
     @property
     def num_layers(self) -> int:

@@ -30,46 +30,61 @@ class Highway(nn.Module):
 
 
 class CharCNNEncoder(nn.Module):
-    """Char embedding, n-gram convolutions with max-pooling, highway layers, projection."""
+    """Char embedding, n-gram convolutions with max-pooling, highway layers, projection.
+
+    With a vocabulary token encoder (ELMoForManyLangs), the characters are ids of the model's
+    own vocabulary, and an optional word embedding (the token's last id column) is
+    concatenated before the char-CNN output ahead of the projection.
+    """
 
     def __init__(self, config: BiLMConfig) -> None:
         super().__init__()
         self.config = config
-        self.char_embedding = nn.Embedding(N_CHAR_IDS, config.char_embed_dim, padding_idx=0)
+        vocab = config.token_encoder == "vocab"
+        n_char_ids = len(config.char_vocab) + 1 if vocab else N_CHAR_IDS
+        # The id of padding inside a word (ids are shifted by +1: 0 marks an absent token).
+        self.pad_id = config.char_vocab.index("<pad>") + 1 if vocab else PAD_CHAR + 1
+        self.n_chars = config.max_characters_per_token
+        self.char_embedding = nn.Embedding(n_char_ids, config.char_embed_dim, padding_idx=0)
+        self.word_embedding = nn.Embedding(len(config.word_vocab) + 1, config.word_embed_dim,
+                                           padding_idx=0) if config.word_embed_dim else None
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.char_embed_dim, count, kernel_size=width)
             for width, count in config.filters
         )
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
-        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+        self.projection = nn.Linear(config.word_embed_dim + config.n_filters,
+                                    config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
 
     def forward(self, char_ids: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
-        """char_ids (..., C) -> token vectors (..., P).
+        """char_ids (..., C) (with a word embedding (..., C + 1)) -> token vectors (..., P).
 
         Tokens are encoded `chunk_size` at a time, shortest first, and each chunk only over as
         many character positions as its longest token needs (see `_encode`), which keeps the
         (N, filters, C) convolution outputs small.
         """
-        flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C)
-        # A token's ids are [BOW, bytes, EOW] then PAD (or all 0 for an absent token).
-        lengths = ((flat != 0) & (flat != PAD_CHAR + 1)).sum(dim=1)  # (N,)
+        flat = char_ids.reshape(-1, char_ids.shape[-1])  # (N, C) or (N, C + 1)
+        # A token's chars are [BOW, chars, EOW] then PAD (or all 0 for an absent token).
+        chars = flat[:, : self.n_chars]
+        lengths = ((chars != 0) & (chars != self.pad_id)).sum(dim=1)  # (N,)
         order = torch.argsort(lengths)
         chunks = [self._encode(flat[part], int(lengths[part[-1]]))
                   for part in order.split(chunk_size) if len(part)] or [self._encode(flat, 0)]
         vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
         return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
-    def _encode(self, char_ids: torch.Tensor, longest: int) -> torch.Tensor:
-        """char_ids (N, C) whose tokens have at most `longest` ids before their padding -> (N, P).
+    def _encode(self, ids: torch.Tensor, longest: int) -> torch.Tensor:
+        """ids (N, C[+1]) whose tokens have at most `longest` chars before their padding ->
+        (N, P).
 
         Exact on `longest + widest filter` positions: every window left out lies wholly in the
         padding, and equals a window that is kept (one at a token's first PAD position).
         """
-        n = char_ids.shape[0]
-        char_ids = char_ids[:, : longest + max(width for width, _ in self.config.filters)]
+        n = ids.shape[0]
         if 0 < n < MIN_ROWS:
-            char_ids = torch.cat([char_ids, char_ids[:1].expand(MIN_ROWS - n, -1)])
+            ids = torch.cat([ids, ids[:1].expand(MIN_ROWS - n, -1)])
+        char_ids = ids[:, : min(self.n_chars, longest + max(w for w, _ in self.config.filters))]
         x = self.char_embedding(char_ids)  # (N, C, E)
         x = x.transpose(1, 2)  # (N, E, C)
         # Each filter: convolve over character positions, max over positions, activate.
@@ -77,4 +92,6 @@ class CharCNNEncoder(nn.Module):
         x = torch.cat(pooled, dim=-1)  # (N, n_filters)
         for highway in self.highways:
             x = highway(x)
+        if self.word_embedding is not None:  # [word vector, char-CNN vector]
+            x = torch.cat([self.word_embedding(ids[:, self.n_chars]), x], dim=-1)
         return self.projection(x)[:n]  # (N, P)

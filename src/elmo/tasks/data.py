@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from elmo.chars import batch_to_ids
 from elmo.errors import InputFileError
+from elmo.modules.bilm import BiLM
 from elmo.tasks.encoder import PAD, UNK
 from elmo.tasks.readers import LabeledPair, TaggedSentence
 
@@ -111,8 +111,8 @@ class Batch:
     targets: torch.Tensor  # (B, T) tags or (B,) labels
     tokens: list[list[str]]  # the K*B sentences' tokens (for character ids)
 
-    def char_ids(self) -> torch.Tensor:  # (K*B, T, 50)
-        return batch_to_ids(self.tokens)
+    def char_ids(self, bilm: BiLM) -> torch.Tensor:  # (K*B, T, C)
+        return bilm.batch_to_ids(self.tokens)
 
 
 class Encoded:

@@ -36,7 +36,7 @@ class TaskModel(nn.Module):
             if layers is not None:
                 out = self.elmo.represent(layers, batch.mask)
             else:
-                out = self.elmo(batch.char_ids().to(batch.word_ids.device))
+                out = self.elmo(batch.char_ids(self.elmo.bilm).to(batch.word_ids.device))
             elmo.update(zip(self.mix_names, out["elmo_representations"], strict=True))
         return self.task(batch.word_ids, batch.mask, elmo["input"], elmo["output"])
 

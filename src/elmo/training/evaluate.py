@@ -17,7 +17,6 @@ from itertools import islice
 
 import torch
 
-from elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from elmo.modules.language_model import BiLanguageModel
 from elmo.vocab import Vocabulary
 
@@ -79,12 +78,12 @@ def evaluate_perplexity(
     lm.eval()
     lm.bilm.stateful = False
     device = lm.softmax.weight.device
-    max_chars = lm.bilm.config.max_characters_per_token
+    bos, eos = lm.bilm.indexer.bos_token, lm.bilm.indexer.eos_token
     totals = PerplexityTotals()
     try:
         for batch in _batches(sentences, batch_size):
-            wrapped = [[BOS_TOKEN, *words, EOS_TOKEN] for words in batch]
-            char_ids = batch_to_ids(wrapped, max_chars).to(device)  # (B, S, C)
+            wrapped = [[bos, *words, eos] for words in batch]
+            char_ids = lm.bilm.batch_to_ids(wrapped).to(device)  # (B, S, C)
             token_ids = torch.zeros(char_ids.shape[:2], dtype=torch.long)  # (B, S)
             for b, words in enumerate(wrapped):
                 token_ids[b, : len(words)] = torch.tensor(vocab.encode(words))

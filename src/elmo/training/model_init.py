@@ -3,11 +3,12 @@
 Continuing (paper section 2.4, domain adaptation) keeps the source's architecture and weights.
 The softmax over the run's vocabulary takes the source's softmax row for every word the source
 vocabulary knows (our training output has `softmax.*` tensors and `vocab.txt`); every other
-word, and all words when the source has no softmax (official bilm-tf files, released models),
-starts from the direction of its token-encoder vector, scaled to the mean norm of the copied
-rows and given their mean bias (no copied rows: norm 1, bilm-tf's initial scale, and bias 0).
-Unscaled token vectors are an order of magnitude longer than softmax rows and start the run
-with absurd logits (PTB perplexity ~1e27 at step 0 for a WikiText-2 model).
+word, and all words when the source has no softmax (official bilm-tf files, released models,
+ELMoForManyLangs models), starts from the direction of its token-encoder vector, scaled to
+the mean norm of the copied rows and given their mean bias (no copied rows: norm 1, bilm-tf's
+initial scale, and bias 0). Unscaled token vectors are an order of magnitude longer than
+softmax rows and start the run with absurd logits (PTB perplexity ~1e27 at step 0 for a
+WikiText-2 model).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from elmo.chars import word_to_char_ids
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
 from elmo.formats.bilm_tf import load_bilm_tf
+from elmo.formats.efml import is_efml_dir
 from elmo.formats.native import VOCAB_NAME, load_native
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
@@ -45,7 +46,7 @@ def load_init_source(spec: str | Path) -> InitSource:
     """Our model directory or a shipped name (softmax and vocab kept), or anything
     `load_bilm` accepts."""
     path = model_directory(spec)
-    if path is None and Path(spec).is_dir():  # an official pair
+    if path is None and Path(spec).is_dir() and not is_efml_dir(spec):  # an official pair
         choose = "Put the pair to continue from in a directory of its own for --init-from."
         return InitSource(load_bilm_tf(*find_official_pair(Path(spec), choose)))
     if path is None:
@@ -65,11 +66,10 @@ def load_init_source(spec: str | Path) -> InitSource:
 def init_softmax_from(lm: BiLanguageModel, vocab: Vocabulary, source: InitSource) -> int:
     """Set lm's softmax from `source` as described above; returns the rows copied."""
     head, encoder = lm.softmax, lm.bilm.token_encoder
-    max_chars = lm.bilm.config.max_characters_per_token
     words = vocab.words
     for start in range(0, len(words), _ENCODE_CHUNK):
         chunk = words[start : start + _ENCODE_CHUNK]
-        ids = torch.tensor([word_to_char_ids(w, max_chars) for w in chunk])
+        ids = lm.bilm.batch_to_ids([chunk])[0]
         head.weight[start : start + len(chunk)] = encoder(ids.to(head.weight.device))
     head.weight.div_(head.weight.norm(dim=1, keepdim=True).clamp_min(1e-12))  # unit rows
     head.bias.zero_()

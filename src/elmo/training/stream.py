@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.chars import batch_to_ids
+from elmo.chars import TokenIndexer
 from elmo.data.batching import Batch, BPTTBatcher, BPTTConfig
 from elmo.data.corpus import iter_sentences
 from elmo.errors import ElmoError
 from elmo.tokenize import get_tokenizer
-from elmo.vocab import Vocabulary
+from elmo.vocab import BOS, EOS, Vocabulary
 
 
 class TrainStream:
@@ -81,15 +81,18 @@ class TrainStream:
 
 
 def batch_tensors(
-    batch: Batch, max_chars: int, device: torch.device
+    batch: Batch, indexer: TokenIndexer, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch as BiLanguageModel inputs: char ids (2, B, T, C), targets (2, B, T), mask (B, T).
 
     Index 0 is the forward direction, 1 the backward one; padded positions get all-zero chars.
+    The vocabulary's sentence boundaries become the ones the model's `indexer` knows.
     """
     mask = torch.from_numpy(batch.mask)
+    boundary = {BOS: indexer.bos_token, EOS: indexer.eos_token}
     char_ids = torch.stack([
-        batch_to_ids(batch.words_fwd, max_chars), batch_to_ids(batch.words_bwd, max_chars)
+        indexer.batch_to_ids([[boundary.get(w, w) for w in words] for words in direction])
+        for direction in (batch.words_fwd, batch.words_bwd)
     ])
     char_ids[:, ~mask] = 0
     targets = torch.from_numpy(np.stack([batch.next_ids, batch.prev_ids]))

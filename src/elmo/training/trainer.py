@@ -321,7 +321,7 @@ class Trainer:
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * multiplier
 
-        char_ids, targets, mask = batch_tensors(batch, self.max_chars, device)
+        char_ids, targets, mask = batch_tensors(batch, lm.bilm.indexer, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             losses = lm(char_ids, targets, mask)
         self.optimizer.zero_grad(set_to_none=True)

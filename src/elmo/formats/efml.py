@@ -1,0 +1,261 @@
+"""ELMoForManyLangs (EfML) model directories -> BiLM (read only).
+
+A directory holds `config.json` (the training options; its `config_path` names the network
+config), `char.dic` and `word.dic` (`token<TAB>id` lines) and two `torch.save`d state dicts,
+`token_embedder.pkl` and `encoder.pkl`. The pickles are read with `weights_only=True`: a file
+that needs anything but tensors and containers is refused, never run.
+
+The network maps onto our BiLM with a vocabulary token encoder (see `VocabIndexer`); the
+differences from bilm-tf are folded into the weights: EfML's highway gate carries the input
+where ours carries the transform (so our gate is its negation), its LSTM gates come in the
+order i, f, g, o with no constant forget bias (ours: i, g, f, o plus 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from elmo.config import BiLMConfig
+from elmo.errors import ElmoError
+from elmo.modules.bilm import BiLM
+
+CONFIG_NAME = "config.json"
+CHAR_DIC, WORD_DIC = "char.dic", "word.dic"
+TOKEN_EMBEDDER, ENCODER = "token_embedder.pkl", "encoder.pkl"
+REQUIRED_FILES = (CONFIG_NAME, CHAR_DIC, TOKEN_EMBEDDER, ENCODER)
+
+# The network configs bundled with the `elmoformanylangs` package, used by the released
+# models whose config_path names a file they do not ship. Both names hold the same values.
+_RELEASED_NETWORK: dict[str, Any] = {
+    "encoder": {"name": "elmo", "projection_dim": 512, "cell_clip": 3, "proj_clip": 3,
+                "dim": 4096, "n_layers": 2},
+    "token_embedder": {"name": "cnn", "activation": "relu",
+                       "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512],
+                                   [7, 1024]],
+                       "n_highway": 2, "word_dim": 100, "char_dim": 50,
+                       "max_characters_per_token": 50},
+    "classifier": {"name": "sampled_softmax", "n_samples": 8192},
+    "dropout": 0.1,
+}
+BUNDLED_CONFIGS: dict[str, dict[str, Any]] = {
+    "cnn_50_100_512_4096_sample.json": _RELEASED_NETWORK,
+    "cnn_0_100_512_4096_sample.json": _RELEASED_NETWORK,
+}
+
+
+class EfmlFormatError(ElmoError, ValueError):
+    """An EfML directory with a missing, unreadable or inconsistent file."""
+
+
+def is_efml_dir(path: str | Path) -> bool:
+    """True if `path` looks like an EfML model directory (it holds one of its pickles)."""
+    path = Path(path)
+    return (path / TOKEN_EMBEDDER).is_file() or (path / ENCODER).is_file()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EfmlFormatError(f"{path} is missing (an ELMoForManyLangs model directory "
+                              f"needs {', '.join(REQUIRED_FILES)})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise EfmlFormatError(f"{path} is not valid JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise EfmlFormatError(f"{path} should hold a JSON object")
+    return data
+
+
+def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
+    """The network config that `config.json`'s `config_path` names, and where it was found.
+
+    Looked for as the package does: the path as given (relative to the model directory),
+    then its file name in the model directory (released models record an absolute path of
+    their authors' machine), then the package's bundled configs of that name.
+    """
+    model_dir = Path(model_dir)
+    options = _read_json(model_dir / CONFIG_NAME)
+    given = options.get("config_path")
+    if not isinstance(given, str) or not given:
+        raise EfmlFormatError(f"{model_dir / CONFIG_NAME} has no config_path naming the "
+                              "network config")
+    name = os.path.basename(given.replace("\\", "/"))
+    for candidate in (model_dir / given, model_dir / name):
+        if candidate.is_file():
+            return _read_json(candidate), str(candidate)
+    if name in BUNDLED_CONFIGS:
+        return BUNDLED_CONFIGS[name], f"bundled {name}"
+    raise EfmlFormatError(
+        f"{model_dir / CONFIG_NAME}: its config_path {given!r} names no file: not "
+        f"{model_dir / given}, not {model_dir / name}, and not a config the package bundles "
+        f"({', '.join(BUNDLED_CONFIGS)}); put the network config in {model_dir}"
+    )
+
+
+def network_to_config(network: dict[str, Any], chars: list[str], words: list[str],
+                      where: str) -> BiLMConfig:
+    """An EfML network config (+ its vocabularies) -> our BiLMConfig."""
+    try:
+        embedder, encoder = network["token_embedder"], network["encoder"]
+        if str(embedder["name"]).lower() != "cnn" or str(encoder["name"]).lower() != "elmo":
+            raise EfmlFormatError(
+                f"{where}: token_embedder {embedder['name']!r} with encoder "
+                f"{encoder['name']!r}; only the 'cnn' token embedder with the 'elmo' encoder "
+                "(every released model) is supported")
+        if embedder["char_dim"] <= 0:
+            raise EfmlFormatError(f"{where}: char_dim {embedder['char_dim']}: models without "
+                                  "a character CNN are not supported")
+        return BiLMConfig(
+            token_encoder="vocab",
+            char_embed_dim=embedder["char_dim"],
+            filters=tuple(tuple(f) for f in embedder["filters"]),
+            n_highway=embedder["n_highway"],
+            activation=embedder.get("activation", "relu"),
+            max_characters_per_token=embedder["max_characters_per_token"],
+            lstm_dim=encoder["dim"],
+            projection_dim=encoder["projection_dim"],
+            n_layers=encoder["n_layers"],
+            cell_clip=encoder.get("cell_clip") or None,  # 0: no clipping, as the package
+            proj_clip=encoder.get("proj_clip") or None,
+            use_skip_connections=True,
+            char_vocab=tuple(chars),
+            word_vocab=tuple(words) if embedder["word_dim"] > 0 else (),
+            word_embed_dim=max(0, embedder["word_dim"]),
+            dropout=network.get("dropout", 0.1),
+        )
+    except (KeyError, TypeError) as err:
+        raise EfmlFormatError(f"{where} lacks a network field: {err!r}") from err
+    except ValueError as err:
+        if isinstance(err, EfmlFormatError):
+            raise
+        raise EfmlFormatError(f"{where}: {err}") from err
+
+
+def read_dic(path: Path) -> list[str]:
+    """A `token<TAB>id` file -> tokens by id. A line left with one field after stripping had
+    white space for its token: it is the full-width space U+3000, as the package reads it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise EfmlFormatError(f"{path} is missing (the model's config needs it)") from None
+    except UnicodeDecodeError as err:
+        raise EfmlFormatError(f"{path} is not UTF-8 text: {err}") from err
+    by_id: dict[int, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.strip().split("\t")
+        if fields == [""]:
+            continue
+        if len(fields) == 1:
+            fields.insert(0, "\u3000")
+        try:
+            token, index = fields
+            by_id[int(index)] = token
+        except ValueError:
+            raise EfmlFormatError(f"{path}, line {number}: expected 'token<TAB>id', got "
+                                  f"{line[:60]!r}") from None
+    if sorted(by_id) != list(range(len(by_id))):
+        raise EfmlFormatError(f"{path}: the ids should be 0 .. {len(by_id) - 1}, each once")
+    return [by_id[i] for i in range(len(by_id))]
+
+
+def load_state(path: Path) -> dict[str, torch.Tensor]:
+    """A `torch.save`d state dict, read with weights_only=True: tensors only, no code."""
+    if not path.is_file():
+        raise EfmlFormatError(f"{path} is missing (an ELMoForManyLangs model directory needs "
+                              f"{', '.join(REQUIRED_FILES)})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise EfmlFormatError(
+            f"{path}: refused: it is not a plain state dict of tensors, and loading it would "
+            f"run code from the file ({str(err).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        raise EfmlFormatError(f"{path} is not a readable torch state dict: {err}") from err
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
+                                              for v in state.values()):
+        raise EfmlFormatError(f"{path} should hold a state dict (names -> tensors)")
+    return state
+
+
+def _take(state: dict[str, torch.Tensor], name: str, shape: tuple[int, ...], path: Path,
+          where: str) -> torch.Tensor:
+    if name not in state:
+        raise EfmlFormatError(f"{path} lacks tensor {name!r} (expected shape {shape} from "
+                              f"{where})")
+    tensor = state[name].float()
+    if tuple(tensor.shape) != shape:
+        raise EfmlFormatError(f"{path}: tensor {name!r} has shape {tuple(tensor.shape)}, but "
+                              f"{where} describes {shape}; are they from the same model?")
+    return tensor
+
+
+def _efml_gates(tensor: torch.Tensor) -> torch.Tensor:
+    """Gate blocks along dim 0 from EfML's order (i, f, g, o) to ours (i, g, f, o)."""
+    i, f, g, o = tensor.chunk(4, dim=0)
+    return torch.cat([i, g, f, o])
+
+
+@torch.no_grad()
+def load_efml(model_dir: str | Path) -> BiLM:
+    """Build a BiLM (eval mode) from an ELMoForManyLangs model directory."""
+    model_dir = Path(model_dir)
+    network, where = read_network_config(model_dir)
+    chars = read_dic(model_dir / CHAR_DIC)
+    word_dim = network.get("token_embedder", {}).get("word_dim", 0)
+    words = read_dic(model_dir / WORD_DIC) if isinstance(word_dim, int) and word_dim > 0 else []
+    config = network_to_config(network, chars, words, where)
+    model = BiLM(config)
+    enc, c = model.token_encoder, config
+    embedder_path, encoder_path = model_dir / TOKEN_EMBEDDER, model_dir / ENCODER
+    state = load_state(embedder_path)
+
+    def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        return _take(state, name, shape, embedder_path, where)
+
+    chars_weight = take("char_emb_layer.embedding.weight", (len(chars), c.char_embed_dim))
+    enc.char_embedding.weight[0] = 0.0
+    enc.char_embedding.weight[1:] = chars_weight
+    if enc.word_embedding is not None:
+        enc.word_embedding.weight[0] = 0.0
+        enc.word_embedding.weight[1:] = take("word_emb_layer.embedding.weight",
+                                             (len(words), c.word_embed_dim))
+    for k, (conv, (width, count)) in enumerate(zip(enc.convolutions, c.filters, strict=True)):
+        conv.weight.copy_(take(f"convolutions.{k}.weight", (count, c.char_embed_dim, width)))
+        conv.bias.copy_(take(f"convolutions.{k}.bias", (count,)))
+    f = c.n_filters
+    for k, highway in enumerate(enc.highways):
+        weight = take(f"highways._layers.{k}.weight", (2 * f, f))
+        bias = take(f"highways._layers.{k}.bias", (2 * f,))
+        highway.transform.weight.copy_(weight[:f])
+        highway.transform.bias.copy_(bias[:f])
+        # EfML: y = g * x + (1 - g) * relu(.); ours: y = t * relu(.) + (1 - t) * x: t = 1 - g.
+        highway.gate.weight.copy_(-weight[f:])
+        highway.gate.bias.copy_(-bias[f:])
+    width = c.word_embed_dim + f
+    enc.projection.weight.copy_(take("projection.weight", (c.projection_dim, width)))
+    enc.projection.bias.copy_(take("projection.bias", (c.projection_dim,)))
+
+    state = load_state(encoder_path)
+    p, cell = c.projection_dim, c.lstm_dim
+    for k, layer in enumerate(model.lstm.layers):
+        for d, direction in enumerate(("forward", "backward")):
+            prefix = f"{direction}_layer_{k}"
+
+            def take_lstm(name: str, shape: tuple[int, ...], prefix: str = prefix) -> torch.Tensor:
+                return _take(state, f"{prefix}.{name}", shape, encoder_path, where)
+
+            layer.input_weight[d] = _efml_gates(take_lstm("input_linearity.weight",
+                                                          (4 * cell, p))).T
+            layer.state_weight[d] = _efml_gates(take_lstm("state_linearity.weight",
+                                                          (4 * cell, p))).T
+            bias = _efml_gates(take_lstm("state_linearity.bias", (4 * cell,)))
+            bias[2 * cell : 3 * cell] -= 1.0  # our cell adds a constant forget bias of 1
+            layer.bias[d] = bias
+            layer.proj_weight[d] = take_lstm("state_projection.weight", (p, cell)).T
+    return model.eval()
