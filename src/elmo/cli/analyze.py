@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default",
-                   help="a name `elmo embed` takes (default, small, ...) or a model directory "
+                   help="a name `elmo embed` takes (default, small, efml:zhs, ...) or a model "
+                   "directory (ours, bilm-tf, ELMoForManyLangs) "
                    "(default: default, the shipped model)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")

@@ -21,8 +21,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         help="embed a text file (one tokenized sentence per line) into HDF5",
         description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
-        "MODEL is a released name (small, medium, original, original-5.5B), 'default', a "
-        "directory in our format, or a directory holding one official options/weights pair; "
+        "MODEL is a released name (small, medium, original, original-5.5B, efml:<lang>), "
+        "'default', a directory in our format, an ELMoForManyLangs model directory, or a "
+        "directory holding one official options/weights pair; "
         "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
         "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
         "replaced only with --overwrite; a missing directory is created.",

@@ -23,10 +23,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="export a biLM to the official bilm-tf format or to ours",
         description="Write MODEL (a directory from `elmo train` or in our format, a released "
-        "name, or a directory with an options/weights pair) to OUTDIR (created if missing): "
+        "name, an ELMoForManyLangs directory, or a directory with an options/weights pair) to "
+        "OUTDIR (created if missing): "
         "bilm-tf writes options.json + weights.hdf5, native writes config.json + "
         "model.safetensors (what `elmo embed OUTDIR` loads fastest); plus vocab.txt when MODEL "
-        "has one. The softmax is not exported (the official prediction files have none).",
+        "has one. The softmax is not exported (the official prediction files have none). "
+        "bilm-tf holds byte-level models only: ELMoForManyLangs models export to native.",
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("out_dir", metavar="OUTDIR")

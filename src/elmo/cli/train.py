@@ -50,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                        help=f"architecture of a new model (default {DEFAULT_PRESET})")
     model.add_argument("--init-from", metavar="MODEL",
                        help="continue training MODEL: a directory from `elmo train`, a "
-                       "directory with one official options/weights pair, or a released name "
+                       "directory with one official options/weights pair, an ELMoForManyLangs "
+                       "directory, or a released name "
                        "(default: none, a new --preset model)")
     model.add_argument("--dropout", type=float, default=0.1, metavar="P",
                        help="dropout probability (default 0.1)")

@@ -118,6 +118,7 @@ def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
 
 def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
     """Write `options.json` and `weights.hdf5` into out_dir, each atomically; return both."""
+    options = model.config.to_options()  # refuses a model the format cannot hold, first
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     options_path, weights_path = out_dir / "options.json", out_dir / "weights.hdf5"
@@ -139,6 +140,6 @@ def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
                 f.create_dataset(_lstm_name(d, k, "W_0"), data=array(w))
                 f.create_dataset(_lstm_name(d, k, "B"), data=array(layer.bias[d]))
                 f.create_dataset(_lstm_name(d, k, "W_P_0"), data=array(layer.proj_weight[d]))
-    atomic_write_text(options_path, json.dumps(model.config.to_options(), indent=2) + "\n")
+    atomic_write_text(options_path, json.dumps(options, indent=2) + "\n")
     return options_path, weights_path
 
