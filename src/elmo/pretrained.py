@@ -39,8 +39,8 @@ from elmo.modules.bilm import BiLM
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
-                  f"({', '.join(EFML_FILES)}, word.dic), or one official options .json + "
-                  "weights .hdf5 pair")
+                  f"({', '.join(EFML_FILES)}, word.dic), or exactly one options .json and one "
+                  "weights .hdf5 (bilm-tf)")
 
 
 class ModelNotFoundError(ElmoError, FileNotFoundError):
