@@ -1,6 +1,7 @@
 """Embedding speed and memory against this machine's matmul-bound limit.
 
-For each preset (random weights written in the official format, no download) and each workload
+For each preset (random weights written in the official format, no download; `efml`: the
+released ELMoForManyLangs architecture, cnn_50_100_512_4096, in our format) and each workload
 in ../shared/bench, a child process loads the model and runs `Embedder.embed_file` with the CLI's
 defaults; we report tokens/s, achieved GFLOP/s, the fraction of the matmul-bound limit, the
 child's peak RSS, and the median latency of one 10-token sentence. Prints a table, writes JSON.
@@ -30,9 +31,9 @@ CHILD = r"""
 import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
-from elmo.formats import load_bilm_tf
+from elmo.pretrained import load_bilm
 model_dir, text, out = sys.argv[1:4]
-embedder = Embedder(load_bilm_tf(f"{model_dir}/options.json", f"{model_dir}/weights.hdf5"))
+embedder = Embedder(load_bilm(model_dir))
 start = time.perf_counter()
 embedder.embed_file(text, out, progress=False, overwrite=True)
 seconds = time.perf_counter() - start
@@ -46,6 +47,16 @@ for _ in range(30):
     latencies.append(time.perf_counter() - t)
 print(json.dumps({"seconds": seconds, "latency_ms": 1000 * statistics.median(latencies)}))
 """
+
+
+def efml_config(bench: Path) -> BiLMConfig:
+    """The released EfML architecture over the workloads' characters and words."""
+    from elmo.formats.efml import released_config
+
+    text = " ".join((bench / w).read_text(encoding="utf-8") for w in WORKLOADS)
+    specials = ["<oov>", "<bos>", "<eos>", "<pad>"]
+    chars = sorted(set(text) - set(" \n")) + specials + ["<bow>", "<eow>"]
+    return released_config(chars, specials + sorted(set(text.split())))
 
 
 def run_child(model_dir: Path, text: Path, out: Path) -> dict:
@@ -65,13 +76,14 @@ def run_child(model_dir: Path, text: Path, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["small", "medium", "original"])
+    parser.add_argument("--presets", nargs="+", default=["small", "medium", "original"],
+                        help="presets, or efml (the released ELMoForManyLangs architecture)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/embed_speed.json")
     args = parser.parse_args()
     bench = SHARED / "bench"
     if not bench.is_dir():
         sys.exit(f"benchmark workloads not found at {bench} (set ELMO_SHARED)")
-    from elmo.formats import save_bilm_tf
+    from elmo.formats import save_bilm_tf, save_pretrained
     from elmo.modules.bilm import BiLM
 
     gflops = matmul_gflops()
@@ -79,12 +91,15 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
-            config = BiLMConfig.preset(preset)
+            config = efml_config(bench) if preset == "efml" else BiLMConfig.preset(preset)
             torch.manual_seed(0)
             model_dir = Path(tmp) / preset
-            save_bilm_tf(BiLM(config), model_dir)
+            if preset == "efml":
+                save_pretrained(BiLM(config), model_dir)
+            else:
+                save_bilm_tf(BiLM(config), model_dir)
             flops = forward_flops_per_token(config)
-            weights_mb = (model_dir / "weights.hdf5").stat().st_size / 2**20
+            weights_mb = sum(f.stat().st_size for f in model_dir.iterdir()) / 2**20
             for workload in WORKLOADS:
                 text = bench / workload
                 tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))

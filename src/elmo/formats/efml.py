@@ -137,6 +137,11 @@ def network_to_config(network: dict[str, Any], chars: list[str], words: list[str
         raise EfmlFormatError(f"{where}: {err}") from err
 
 
+def released_config(chars: list[str], words: list[str]) -> BiLMConfig:
+    """The released models' architecture (cnn_50_100_512_4096) over these vocabularies."""
+    return network_to_config(_RELEASED_NETWORK, chars, words, "the released config")
+
+
 def read_dic(path: Path) -> list[str]:
     """A `token<TAB>id` file -> tokens by id. A line left with one field after stripping had
     white space for its token: it is the full-width space U+3000, as the package reads it."""
