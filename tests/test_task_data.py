@@ -15,6 +15,7 @@ from elmo.tasks.data import (
 )
 from elmo.tasks.encoder import PAD, UNK
 from elmo.tasks.readers import LabeledPair, TaggedSentence
+from tests.conftest import random_bilm
 
 
 def test_pair_batch_is_first_sentences_then_second_with_cache_numbering():
@@ -33,7 +34,7 @@ def test_pair_batch_is_first_sentences_then_second_with_cache_numbering():
     assert batch.word_ids[2].tolist() == [index["e"], index["f"], index["g"]]
     assert batch.word_ids[0].tolist() == [index["d"], PAD, PAD]
     assert batch.targets.tolist() == [1, 0]
-    assert batch.char_ids().shape == (4, 3, 50)
+    assert batch.char_ids(random_bilm()).shape == (4, 3, 50)
 
 
 def test_tagging_batch_targets_and_unknown_words():
