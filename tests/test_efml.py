@@ -403,3 +403,28 @@ def test_efml_name_offline_and_unknown(cache, monkeypatch, capsys):
     assert "ELMO_OFFLINE" in err and "142.zip" in err
     assert main(["info", "efml:xx"]) == 1
     assert "efml:zhs" in capsys.readouterr().err
+
+
+def test_vocab_configs_are_checked_and_round_trip():
+    from elmo.config import BiLMConfig
+
+    with pytest.raises(ValueError, match="lacks the special entries"):
+        BiLMConfig(token_encoder="vocab", char_vocab=("a", "b"))
+    with pytest.raises(ValueError, match="belong to"):
+        BiLMConfig(word_embed_dim=4)
+    config = load_efml(fixture_dir() / "model_a").config
+    assert BiLMConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert "char_vocab" not in repr(config)  # thousands of entries stay out of reprs
+
+
+def test_unsupported_networks_are_refused(tmp_path):
+    model = write_efml_dir(tmp_path / "m")
+    network = json.loads(json.dumps(NETWORK))
+    network["token_embedder"]["name"] = "lstm"
+    (model / "net.json").write_text(json.dumps(network))
+    with pytest.raises(EfmlFormatError, match="only the 'cnn' token embedder"):
+        load_efml(model)
+    network["token_embedder"].update(name="cnn", char_dim=0)
+    (model / "net.json").write_text(json.dumps(network))
+    with pytest.raises(EfmlFormatError, match="without a character CNN"):
+        load_efml(model)
