@@ -154,6 +154,13 @@ def test_elmo_module_from_pretrained_gives_the_reference_layers():
                                    atol=1e-5, rtol=1e-4)
 
 
+def test_byte_ids_given_to_a_vocabulary_model_are_refused(tiny_efml):
+    from elmo import batch_to_ids
+
+    with pytest.raises(ValueError, match="bilm.batch_to_ids"):
+        load_efml(tiny_efml)(batch_to_ids([["abc"]], 10))
+
+
 def test_the_original_quirks_hold_in_the_ids(tiny_efml):
     """<eow> first and <bow> last (the original's swap), truncation before the word look-up,
     exact-case words, and the word id in the last column."""

@@ -96,6 +96,10 @@ class BiLM(nn.Module):
         `<S>` and `</S>` are added around every sentence and, unless `keep_boundaries`, dropped
         again from the result. Absent tokens (all-zero rows) must follow a row's real tokens.
         """
+        if char_ids.shape[-1] != self.indexer.width:
+            raise ValueError(f"char_ids have {char_ids.shape[-1]} ids per token, but this model "
+                             f"reads {self.indexer.width} ({self.config.token_encoder} token "
+                             "encoder): make them with bilm.batch_to_ids(sentences)")
         mask = (char_ids > 0).any(dim=-1)  # (B, T)
         lengths = mask.sum(dim=1)  # (B,)
         char_ids, lengths = self._add_boundaries(char_ids, lengths)  # (B, T+2, C)
