@@ -154,6 +154,14 @@ def test_elmo_module_from_pretrained_gives_the_reference_layers():
                                    atol=1e-5, rtol=1e-4)
 
 
+def test_a_vocabulary_model_pickles(tiny_efml):
+    import pickle
+
+    bilm = load_efml(tiny_efml)
+    copy = pickle.loads(pickle.dumps(bilm))
+    assert torch.equal(copy.batch_to_ids([["abc", "x"]]), bilm.batch_to_ids([["abc", "x"]]))
+
+
 def test_byte_ids_given_to_a_vocabulary_model_are_refused(tiny_efml):
     from elmo import batch_to_ids
 

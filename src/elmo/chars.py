@@ -151,6 +151,13 @@ class VocabIndexer:
         self.width = max_chars + (1 if words else 0)
         self.token_ids = lru_cache(maxsize=65536)(self._token_ids)
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "token_ids"}  # the cache
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.token_ids = lru_cache(maxsize=65536)(self._token_ids)
+
     def _token_ids(self, word: str) -> tuple[int, ...]:
         chars, c = self.chars, self.max_chars
         word = word[: c - 2]
