@@ -111,8 +111,8 @@ def load_language_model(model_dir: str | Path) -> tuple[BiLanguageModel, Vocabul
         raise ElmoError(
             f"{model_dir} is not a model with a softmax and vocabulary: perplexity needs a "
             "model directory written by `elmo train` (model.safetensors with softmax.* "
-            f"tensors, {VOCAB_NAME}) or a shipped model name; released and bilm-tf models ship "
-            "without their softmax"
+            f"tensors, {VOCAB_NAME}) or a shipped model name; released, bilm-tf and "
+            "ELMoForManyLangs models ship without their softmax"
         )
     lm = BiLanguageModel(source.bilm, len(source.vocab), softmax="full")
     with torch.no_grad():
