@@ -44,6 +44,7 @@ __all__ = [
     "EFML_RELEASES",
     "RELEASED_MODELS",
     "DownloadError",
+    "EfmlRelease",
     "OfflineError",
     "ReleasedModel",
     "cache_dir",
