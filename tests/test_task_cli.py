@@ -125,9 +125,9 @@ def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
     # epochs 1-2 train the top one, then two biLM groups: the top LSTM layer moved, the
     # token encoder not yet
     top = [k for k in original if k.startswith("lstm.layers.1.")]
-    assert top and any(not saved[f"elmo.bilm.{k}"].equal(original[k]) for k in top)
+    assert top and any(not saved[f"elmo._elmo_lstm.{k}"].equal(original[k]) for k in top)
     encoder = [k for k in original if k.startswith("token_encoder.")]
-    assert encoder and all(saved[f"elmo.bilm.{k}"].equal(original[k]) for k in encoder)
+    assert encoder and all(saved[f"elmo._elmo_lstm.{k}"].equal(original[k]) for k in encoder)
     # the cache holds the training file's layers (for their RMS: --scale-layers) only, and
     # evaluating adds nothing: the fine-tuned biLM runs on every batch
     assert len(list((tmp_path / "cache").glob("*.hdf5"))) == 1

@@ -65,9 +65,9 @@ class ScalarMix(nn.Module):
     `layer_scales` (L+1 constants, saved with the module unless all 1) multiply the layers
     before mixing: give 1 / each layer's RMS over the training data (`LayerStore.layer_rms`) so
     that layers of different scales compete on equal terms and the weights say which layer is
-    used. With
-    `do_layer_norm`, each layer is instead normalised over the batch's elements that `mask`
-    marks (as the original), which makes a sentence's output depend on the rest of its batch.
+    used. With `do_layer_norm`, each layer is instead normalised over the batch's elements that
+    `mask` marks (as the original), which makes a sentence's output depend on the rest of its
+    batch.
     """
 
     def __init__(
