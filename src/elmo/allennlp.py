@@ -30,10 +30,13 @@ ALLENNLP_DEFAULT_MODEL = "original"  # ElmoEmbedder's default options and weight
 
 
 class Elmo(module_elmo.Elmo):
-    __doc__ = module_elmo.Elmo.__doc__.replace(
-        "This class takes its biLM as `module`", "The biLM is read from `options_file` and "
-        "`weight_file` (official bilm-tf/AllenNLP files), or given as `module`",
-    ) + """
+    """AllenNLP's `Elmo`: the biLM of `options_file` and `weight_file` (official bilm-tf or
+    AllenNLP files), or `module`, and `num_output_representations` mixes of its layers, with
+    AllenNLP's constructor and call. The rest is `elmo.modules.elmo.Elmo`'s (see there):
+    stateless unless `stateful=True`; layer-norm statistics over the words and `<S>`/`</S>`
+    (AllenNLP's) unless `layer_norm_boundaries=False` (bilm-tf's); no dropout inside the biLM
+    when the options have no "dropout" key.
+
     Its state dict has AllenNLP's keys and tensors (`_elmo_lstm._token_embedder.*`,
     `_elmo_lstm._elmo_lstm.*`, `scalar_mix_{k}.scalar_parameters.{j}`, `scalar_mix_{k}.gamma`),
     so a fine-tuned AllenNLP model's weights load into it, and its saved weights into

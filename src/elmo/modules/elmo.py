@@ -24,7 +24,8 @@ class Elmo(nn.Module):
     This class takes its biLM as `module`: a `BiLM`, or (as AllenNLP) any module called as
     `module(char_ids, word_ids)` that returns AllenNLP's dict of "activations" (L+1 tensors
     (B, T+2, D) with the sentence boundaries) and "mask" (B, T+2). `elmo.Elmo`, the class
-    users import, also reads `options_file` and `weight_file`.
+    users import, also reads `options_file` and `weight_file`, and its state dict has
+    AllenNLP's layout (this one's: `_elmo_lstm.*` as the biLM's own, `scalar_mix_{k}.*`).
 
     A `BiLM` is frozen by default: it stays in eval mode and gets no gradient, while the
     mixes still train. `requires_grad=True` fine-tunes it (it then follows `train()`/`eval()`,
