@@ -451,3 +451,19 @@ def test_embed_command_takes_allennlp_flags(fixture, tmp_path):
     with pytest.raises(SystemExit):  # one layer mode only, as AllenNLP's
         main(["embed", "--all", "--top", "--options-file", str(options), "--weight-file",
               str(weights), str(src), str(tmp_path / "x.hdf5")])
+
+
+def test_shards_with_sentence_keys_merge_without_an_index(tmp_path):
+    from elmo.embed import Embedder
+    from elmo.hdf5_output import merge_shards
+
+    src = tmp_path / "in.txt"
+    src.write_text("a b\nc d e\nf\ng h\n", encoding="utf-8")
+    embedder = Embedder(random_bilm(), batch_size=1)
+    parts = [embedder.embed_file(src, tmp_path / f"part{i}.hdf5", num_shards=2, shard_index=i,
+                                 use_sentence_keys=True, progress=False) for i in range(2)]
+    merge_shards(parts, tmp_path / "all.hdf5")
+    with h5py.File(tmp_path / "all.hdf5", "r") as f:
+        assert sorted(f) == ["a b", "c d e", "f", "g h"]
+        np.testing.assert_allclose(f["c d e"][...], embedder.embed_sentence(["c", "d", "e"]),
+                                   atol=1e-6)
