@@ -272,12 +272,16 @@ class Embedder:
         shard_index: int = 0,
         dtype: str = "float32",
         overwrite: bool = False,
+        forget_sentences: bool = False,
+        use_sentence_keys: bool = False,
     ) -> Path:
         """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
 
         One dataset per input line (`dtype` float32, or float16 for half the size), named by
         its 0-based number, and a dataset `sentence_to_index` holding JSON that maps each
-        line's text to its number. Lines are split by `self.tokenizer`. Output goes to
+        line's text to its number (left out with `forget_sentences`). `use_sentence_keys`
+        names each dataset by its line's text instead (no index); the lines must then be
+        distinct, not empty and without "/". Lines are split by `self.tokenizer`. Output goes to
         `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it. An
         existing OUTPUT is replaced only if `overwrite`; an OUTPUT that is also the input never.
         With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
@@ -294,20 +298,26 @@ class Embedder:
             raise ElmoError("embed reads INPUT several times (to count, resume and index its "
                             "lines): save the text to a file and give its name")
         input_path, output_path = Path(input_path), Path(output_path)
+        keys = "sentence" if use_sentence_keys else "line"
+        index = not (forget_sentences or use_sentence_keys)
         with claim_output(output_path, inputs=[input_path], overwrite=overwrite):
             return self._embed_file(input_path, output_path, layers, encoding_errors, progress,
-                                    num_shards, shard_index, dtype)
+                                    num_shards, shard_index, dtype, keys, index)
 
     def _embed_file(self, input_path: Path, output_path: Path, layers: str,
                     encoding_errors: str, progress: bool, num_shards: int, shard_index: int,
-                    dtype: str) -> Path:
-        """`embed_file` once the output is claimed."""
+                    dtype: str, keys: str, index: bool) -> Path:
+        """`embed_file` once the output is claimed; datasets named by line number or
+        sentence (`keys`), with or without the sentence index."""
         partial = output_path.with_name(output_path.name + ".partial")
         n_lines, input_digest = scan_input(input_path)
         if n_lines == 0:
             raise InputFileError(f"{input_path} is empty: there is nothing to embed")
+        if keys == "sentence":
+            _check_sentence_keys(input_path, encoding_errors)
         own = shard_range(n_lines, num_shards, shard_index, align=self.chunk_size)
         identity = self._run_identity(input_digest, n_lines, layers, encoding_errors, dtype)
+        identity.update(keys=keys, sentence_to_index=str(index))
         if num_shards > 1:
             identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
         try:
@@ -323,7 +333,7 @@ class Embedder:
                 with tqdm(total=len(own), initial=done - own.start, unit="line",
                           disable=not progress, desc=f"embedding {input_path.name}") as bar:
                     for part in _chunks(lines, self.chunk_size):
-                        self._write(out, part, layers, dtype)
+                        self._write(out, part, layers, dtype, keys)
                         for line in part:
                             if not line.tokens:
                                 first_empty = first_empty if n_empty else line.number
@@ -333,8 +343,8 @@ class Embedder:
                         out.flush()
                         bar.update(len(part))
                 _warn_empty(input_path, n_empty, first_empty)
-                # Built from a second pass so that memory stays flat while embedding.
-                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
+                if index:  # built from a second pass so that memory stays flat meanwhile
+                    write_index(out, _sentence_to_index(input_path, encoding_errors, own))
                 finish_attrs(out, shard=num_shards > 1)
         except InputFileError:
             partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
@@ -342,9 +352,10 @@ class Embedder:
         os.replace(partial, output_path)
         return output_path
 
-    def _write(self, out: h5py.File, lines: list[InputLine], layers: str, dtype: str) -> None:
+    def _write(self, out: h5py.File, lines: list[InputLine], layers: str, dtype: str,
+               keys: str) -> None:
         for i, array in self._iter_chunk([ln.tokens for ln in lines]):
-            name = str(lines[i].number)
+            name = lines[i].text if keys == "sentence" else str(lines[i].number)
             if name in out:  # left over from a killed run
                 del out[name]
             out.create_dataset(name, data=select_layers(array, layers).astype(dtype))
@@ -379,6 +390,21 @@ def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict
         if number >= numbers.start:
             index[text.strip()] = str(number)
     return index
+
+
+def _check_sentence_keys(path: Path, encoding_errors: str) -> None:
+    """ElmoError naming the first line that cannot be a dataset name of its own: empty, ".",
+    holding "/" (HDF5 reads these as paths), or equal to an earlier line."""
+    seen: dict[str, int] = {}
+    for number, raw in read_text_lines(path, encoding_errors):
+        text = raw.strip()
+        problem = "is empty" if not text else 'is "."' if text == "." else \
+            'holds "/"' if "/" in text else \
+            f"repeats line {seen[text] + 1}" if text in seen else None
+        if problem:
+            raise ElmoError(f"{path} line {number + 1} {problem}: with sentence keys each line "
+                            "names its own dataset; use line-number keys (the default)")
+        seen[text] = number
 
 
 def _warn_empty(input_path: Path, count: int, first: int) -> None:

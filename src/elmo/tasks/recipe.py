@@ -191,9 +191,12 @@ class Run:
         torch.manual_seed(config.seed)
         elmo = None
         if self.bilm is not None:
-            elmo = Elmo(None, None, 2 if config.elmo_at == "both" else 1, bilm=self.bilm,
+            # Layer-norm statistics over the words only, as the cached layers (which have no
+            # boundaries) give them: the same whether the biLM is frozen or fine-tuned.
+            elmo = Elmo(None, None, 2 if config.elmo_at == "both" else 1, module=self.bilm,
                         requires_grad=config.fine_tune, do_layer_norm=config.layer_norm,
-                        dropout=config.elmo_dropout, mode=config.elmo_mix)
+                        dropout=config.elmo_dropout, mode=config.elmo_mix,
+                        layer_norm_boundaries=False)
         self.model = TaskModel(task_class(self.model_config), elmo, config.elmo_at).to(self.device)
 
     @classmethod
