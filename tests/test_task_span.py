@@ -244,7 +244,8 @@ def span_args(tmp_path, train, dev, elmo, *extra) -> list[str]:
 def test_train_evaluate_predict_spans(tmp_path, tiny_model, capsys):
     train = people_and_places(tmp_path / "train.json", 30, 0)
     dev = people_and_places(tmp_path / "dev.json", 8, 1)
-    assert main(span_args(tmp_path, train, dev, str(tiny_model), "--elmo-at", "both")) == 0
+    assert main(span_args(tmp_path, train, dev, str(tiny_model), "--elmo-at", "both",
+                          "--epochs", "12", "--patience", "12")) == 0
     run = tmp_path / "run"
     result = json.loads((run / "result.json").read_text())
     assert result["metric"] == "squad-f1" and result["n_train"] == 60

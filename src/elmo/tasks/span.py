@@ -1,6 +1,7 @@
-"""Answer spans, BiDAF-style (Seo et al. 2017, the paper's SQuAD model, reduced): encode the
-passage and the question, attend passage-to-question and question-to-passage, model the
-passage again with a BiLSTM, score every token as the answer's start and end.
+"""Answer spans, BiDAF-style (Seo et al. 2017, the paper's SQuAD model, reduced: no character
+CNN, as ELMo brings characters; one modelling layer): encode the passage and the question,
+attend passage-to-question and question-to-passage, model the passage again with a BiLSTM,
+score every token as the answer's start and end.
 
 A batch of B questions comes as 2B sentences: rows 0..B-1 are the passages, rows B..2B-1 the
 questions (the pair layout), so it takes the same inputs (and ELMo tensors) as the other task
@@ -30,7 +31,7 @@ ANSWER, NO_ANSWER = "answer", "no-answer"  # the span task's "labels": what trai
 @dataclass
 class SpanConfig(EncoderConfig):
     num_layers: int = 1  # the contextual BiLSTM shared by passage and question
-    modelling_layers: int = 2
+    modelling_layers: int = 1  # BiDAF has 2; one is half the time on a CPU
     max_answer_tokens: int = 30
     no_answer: bool = False  # learn a "no answer" score (SQuAD 2.0)
 
