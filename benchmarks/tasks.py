@@ -400,7 +400,7 @@ def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
                         **task.options)
     train = read_split(config, config.train)
     run = Run(config, build_vocab(train), build_labels(train))
-    encoded = Encoded(train, run.vocab, run.labels)
+    encoded = Encoded(train, run.vocab, run.targets(train))
     store = run.layers(train)  # built before the clock starts: the cache exists
     optimizer = torch.optim.Adam(run.model.parameters(), lr=1e-3)
 
