@@ -157,3 +157,15 @@ def test_sample_efficiency_takes_min_updates(tmp_path, capsys):
     small = [r for r in runs if r["fraction"] == 0.1]
     assert small and all(r["n_train"] == 4 and r["updates"] == 20 for r in small)
     assert all(r["updates"] == 20 for r in runs if r["fraction"] == 1)  # 5 a pass, 2 passes
+
+
+def test_a_run_saved_before_these_options_resumes(tmp_path):
+    assert main(train_args(tmp_path, "--epochs", "1")) == 0
+    config = tmp_path / "run" / "config.json"
+    saved = json.loads(config.read_text())
+    assert saved["task"]["embedding_dim"] == 100  # the default, resolved and saved
+    for new in ("min_updates", "word_vectors", "freeze_word_vectors", "max_answer_tokens"):
+        del saved["task"][new]
+    config.write_text(json.dumps(saved))
+    assert main(train_args(tmp_path, "--epochs", "2")) == 0  # resumed, not refused
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 2

@@ -93,7 +93,7 @@ class TaskConfig:
     train_fraction: float = 1.0
     batch_size: int = 32
     lr: float = 0.001
-    embedding_dim: int | None = None  # None: the --word-vectors' dimension, else 100
+    embedding_dim: int | None = None  # None: the --word-vectors' dimension, else 100 (set here)
     word_vectors: str | None = None  # word2vec/GloVe text file: the first word embeddings
     freeze_word_vectors: bool = False
     max_answer_tokens: int = 30  # span: the longest answer predicted
@@ -125,6 +125,8 @@ class TaskConfig:
                             f"{' or '.join(kind.metrics)}, not {self.metric}")
         if self.freeze_word_vectors and not self.word_vectors:
             raise ElmoError("--freeze-word-vectors needs --word-vectors FILE")
+        if self.embedding_dim is None:
+            self.embedding_dim = vector_dim(self.word_vectors) if self.word_vectors else 100
         if self.min_updates < 0 or self.max_answer_tokens < 1:
             raise ElmoError("--min-updates must be at least 0 and --max-answer-tokens at "
                             "least 1")
@@ -182,7 +184,7 @@ class Run:
         self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
         elmo_dim = self.bilm.config.output_dim if self.bilm is not None else 0
         self.model_config = self.kind.model_config(
-            vocab_size=len(vocab), embedding_dim=_embedding_dim(config),
+            vocab_size=len(vocab), embedding_dim=config.embedding_dim,
             hidden_dim=config.hidden_dim, dropout=config.dropout,
             elmo_input_dim=elmo_dim if config.elmo_at in ("input", "both") else 0,
             elmo_output_dim=elmo_dim if config.elmo_at in ("output", "both") else 0,
@@ -258,12 +260,6 @@ class Run:
     def score(self, examples: list) -> float:
         """The config's metric (0..100) of the model on `examples`."""
         return self.evaluate(examples)["score"]
-
-
-def _embedding_dim(config: TaskConfig) -> int:
-    if config.word_vectors is None:
-        return config.embedding_dim or 100
-    return config.embedding_dim or vector_dim(config.word_vectors)
 
 
 def feature_store(bilm: BiLM, examples: list, config: TaskConfig) -> LayerStore:
@@ -369,8 +365,9 @@ def _same_run(out: Path, config: TaskConfig) -> bool:
         saved = json.loads((out / "config.json").read_text(encoding="utf-8"))["task"]
     except (OSError, ValueError, KeyError):
         return False
-    mine = asdict(config)
-    return all(saved.get(k) == v for k, v in mine.items() if k not in RESUMABLE_CHANGES)
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig)}  # older runs lack
+    return all(saved.get(k, defaults[k]) == v for k, v in asdict(config).items()  # new options
+               if k not in RESUMABLE_CHANGES)
 
 
 def _test_result(config: TaskConfig) -> dict[str, Any]:
