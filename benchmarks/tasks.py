@@ -164,7 +164,7 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, An
     else:
         dev = read_examples(task, task.dev)[1]
     test = read_examples(task, task.test)[1]
-    train_size = task.full_train_size if args.full else args.train_size
+    train_size = args.train_size if args.train_size is not None else task.full_train_size
     files: dict[str, Any] = {
         "train": write_examples(task, header, train[:train_size], folder / "train")}
     known = {t for e in read_dataset(files["train"], task.format, **task.options)
