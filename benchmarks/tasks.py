@@ -6,11 +6,12 @@ one of the paper's size with random weights); peak memory against dataset size.
 Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy), SICK
 entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when there
 is none), SQuAD v1.1 (F1 and exact match; its dev set split by article as its README says:
-articles 1-34 train, 35-38 dev, 39-48 test; moses tokens; BiLSTMs of 64 per direction, as a CPU
-affords; four columns). Columns: the task model alone; layer 0 only (static, context-free); the
-top layer only; the average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the
-task RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's training
-text, on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
+articles 1-34 train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens;
+BiLSTMs of 64 per direction, as a CPU affords; four columns). Columns: the task model alone;
+layer 0 only (static, context-free); the top layer only; the average; a learned mix with lambda
+0.001 and with lambda 1; ELMo at the task RNN's input and output; an adapted biLM (`elmo train
+--init-from` on the task's training text, on EWT POS and SST-5); the biLM fine-tuned inside the
+task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
 (whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
@@ -33,6 +34,16 @@ word embeddings), alone with word2vec vectors trained on the biLM's own training
 with the same `--work-dir`:
 
     python benchmarks/tasks.py --full --jobs 2 --work-dir runs/bench-tasks-full
+    python benchmarks/tasks.py --full --device cuda --jobs 4 --work-dir ...   # an accelerator
+
+Estimates from one-epoch slices timed on 2026-11-24 while the machine was shared (provisional):
+the SQuAD row alone takes about 1-1.5 hours with `--jobs 2` (a 2,000-question epoch: about 2
+minutes for the model alone, twice that with ELMo at the input and output). `--full` on this
+2-core CPU needs far more than 4 hours: one epoch of SICK takes 20-50 s, of CoNLL or EWT about
+2-3 minutes, of MSRA (10,000 sentences of ~46 characters) and SQuAD (7,628 questions) about 5-6
+minutes, so with about 10 epochs a run, 8 runs a task, roughly 7-14 hours with `--jobs 2`; run
+it on an accelerator (`--device cuda`), or lower `--epochs` / `--patience`, or split it with
+`--tasks` over several sessions (the work directory keeps finished runs).
 
 Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
 `--work-dir`: run again with the same one to resume.
