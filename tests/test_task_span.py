@@ -14,7 +14,7 @@ from elmo import save_pretrained
 from elmo.cli import main
 from elmo.errors import InputFileError
 from elmo.tasks.readers import read_dataset
-from elmo.tasks.span import SpanConfig, SpanModel
+from elmo.tasks.span import SpanConfig, SpanModel, SpanTask
 from elmo.tasks.squad import (
     answer_counts,
     exact_match,
@@ -318,3 +318,12 @@ def test_span_task_reads_only_squad(tmp_path, capsys):
     args[args.index("squad")] = "conll"
     assert main(args) == 1
     assert "--task span reads --format squad, not conll" in capsys.readouterr().err
+
+
+def test_a_run_keeps_its_model_config_when_defaults_change(tmp_path, monkeypatch, capsys):
+    train = people_and_places(tmp_path / "train.json", 4, 0)
+    assert main(span_args(tmp_path, train, train, "none", "--epochs", "1")) == 0
+    monkeypatch.setattr(SpanTask, "model_options",  # as if a later version's defaults
+                        lambda self, config, labels: {"modelling_layers": 3})
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(train), "--quiet"]) == 0
+    assert "squad-f1" in capsys.readouterr().out

@@ -174,22 +174,25 @@ def run_config(run_dir: str | Path, **overrides: Any) -> tuple[TaskConfig, list[
 
 
 class Run:
-    """A task model with its vocabulary, labels and biLM, built from a TaskConfig."""
+    """A task model with its vocabulary, labels and biLM, built from a TaskConfig (and the
+    saved model config of an existing run, so that later changes of the models' defaults do
+    not change it)."""
 
-    def __init__(self, config: TaskConfig, vocab: list[str], labels: list[str]) -> None:
+    def __init__(self, config: TaskConfig, vocab: list[str], labels: list[str],
+                 model_config: dict[str, Any] | None = None) -> None:
         self.config, self.vocab, self.labels = config, vocab, labels
         self.kind = TASKS[config.task]
         self.label_index = {label: i for i, label in enumerate(labels)}
         self.device = resolve_device(config.device)
         self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
         elmo_dim = self.bilm.config.output_dim if self.bilm is not None else 0
-        self.model_config = self.kind.model_config(
+        self.model_config = self.kind.model_config(**model_config or dict(
             vocab_size=len(vocab), embedding_dim=config.embedding_dim,
             hidden_dim=config.hidden_dim, dropout=config.dropout,
             elmo_input_dim=elmo_dim if config.elmo_at in ("input", "both") else 0,
             elmo_output_dim=elmo_dim if config.elmo_at in ("output", "both") else 0,
             **self.kind.model_options(config, labels),
-        )
+        ))
         torch.manual_seed(config.seed)
         elmo = None
         if self.bilm is not None:
@@ -206,7 +209,8 @@ class Run:
         run_dir = Path(run_dir)
         config, labels = run_config(run_dir, **overrides)
         vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        run = cls(config, vocab, labels)
+        saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        run = cls(config, vocab, labels, saved.get("model"))
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
@@ -325,8 +329,11 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
     if checkpoint_path.exists() and not _same_run(out, config):
         raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
                         "another --out, or the same options to resume it")
-    run = Run(config, vocab, labels)
-    if not checkpoint_path.exists():
+    resumed = checkpoint_path.exists()
+    saved_model = json.loads((out / "config.json").read_text(encoding="utf-8"))["model"] \
+        if resumed else None
+    run = Run(config, vocab, labels, saved_model)
+    if not resumed:
         out.mkdir(parents=True, exist_ok=True)
         kind = run.kind
         saved = {"task": asdict(config), "model": asdict(run.model_config), "labels": labels,
