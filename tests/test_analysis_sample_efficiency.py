@@ -114,7 +114,7 @@ def test_tiny_real_study_resumes_and_reports(tmp_path, capsys, monkeypatch):
 
     # run again: every run is finished, nothing is trained
     trained = []
-    monkeypatch.setattr("elmo.tasks.recipe._train", lambda *a: trained.append(a))
+    monkeypatch.setattr("elmo.tasks.recipe.fit", lambda *a: trained.append(a))
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == result["runs"] and trained == []
 

@@ -17,6 +17,7 @@ EXTRA_PACKAGES = {
     "torchcrf": ("pytorch-crf", "tasks"),
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
+    "gensim": ("gensim", "word2vec"),
 }
 
 
