@@ -17,6 +17,10 @@ EXTRA_PACKAGES = {
     "torchcrf": ("pytorch-crf", "tasks"),
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
+    "fastapi": ("fastapi", "serve"),
+    "uvicorn": ("uvicorn", "serve"),
+    "prometheus_client": ("prometheus-client", "serve"),
+    "orjson": ("orjson", "serve"),
 }
 
 
