@@ -377,6 +377,9 @@ def test_cli_refuses_bad_settings_without_starting(capsys):
     assert main(["serve", "--max-input-tokens", "5000", "--port", "0"]) == 1
     assert "--max-batch-tokens" in capsys.readouterr().err
     busy = bind("127.0.0.1", 0)
+    # asyncio sets TCP_NODELAY only on TCP-protocol sockets: without it keep-alive clients
+    # wait 40 ms per answer (Nagle against delayed ACKs)
+    assert busy.proto == socket.IPPROTO_TCP
     assert main(["serve", "--port", str(busy.getsockname()[1])]) == 1
     assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
     busy.close()

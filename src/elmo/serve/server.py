@@ -15,11 +15,23 @@ from elmo.errors import ElmoError
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: any free port)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """A listening TCP socket on host:port (port 0: any free port). Made with the protocol
+    that getaddrinfo names, as asyncio does: its connections then get TCP_NODELAY (asyncio
+    sets it only on sockets whose protocol is TCP), without which a keep-alive client can
+    wait 40 ms for each answer (Nagle's algorithm against delayed ACKs)."""
     try:
-        return socket.create_server((host, port), family=family, backlog=2048)
+        family, kind, proto, _, where = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
     except OSError as err:
+        raise ElmoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(where)
+        sock.listen(2048)
+        return sock
+    except OSError as err:
+        sock.close()
         raise ElmoError(f"cannot listen on {host}:{port}: {err.strerror or err}; choose "
                         "another --port or --host") from None
 
