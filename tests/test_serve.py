@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -422,3 +424,24 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---- the docs ----------------------------------------------------------------------------
+
+
+def test_the_curl_examples_of_docs_serving_answer(tmp_path):
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    docs = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", docs, flags=re.S | re.M)
+              if "curl " in b]
+    assert len(blocks) >= 6
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    with serving(load=lambda: Embedder.from_pretrained("default")) as url:
+        client = Client(url)
+        wait_for(lambda: client.get("/health")[0] == 200, "the model to load")
+        for block in blocks:
+            script = block.replace("curl -s ", "curl -sf ").replace("localhost:8080", url)
+            done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+            assert done.returncode == 0 and done.stdout, (block, done.stderr)
