@@ -387,6 +387,14 @@ def test_cli_refuses_bad_settings_without_starting(capsys):
     busy.close()
 
 
+def test_cli_stops_with_the_error_when_the_model_fails_to_load(tmp_path, capsys):
+    model = save_pretrained(random_bilm(), tmp_path / "model")
+    (model / "model.safetensors").write_bytes(b"not safetensors")
+    assert main(["serve", str(model), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "serving" in err and "elmo: error:" in err and "Traceback" not in err
+
+
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
     model = save_pretrained(random_bilm(), tmp_path / "model")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

@@ -84,9 +84,10 @@ class Service:
                 else get_tokenizer(embedder.tokenizer)
         except Exception as err:  # a user error (no such model, ...) or a broken file
             self.failure = f"{type(err).__name__}: {err}"
-            logger.error("the model failed to load: %s", self.failure)
             if on_failure is not None:
                 on_failure(err)
+            else:
+                logger.error("the model failed to load: %s", self.failure)
             return
         self.queue = BatchQueue(embedder, self.limits.max_batch_tokens, self.metrics.record_batch)
         self.metrics.watch_queue(lambda: self.queue.depth)
