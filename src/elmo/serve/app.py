@@ -73,15 +73,18 @@ class Service:
         self.tokenize: Tokenizer | None = None
         self.failure: str | None = None
         self.in_flight = 0
+        metrics.in_flight.set_function(lambda: self.in_flight)
 
     async def start(self, on_ready: Callable[[Embedder], None] | None,
                     on_failure: Callable[[Exception], None] | None) -> None:
-        """Load the model off the event loop, run it once, then open the queue."""
+        """Load the model off the event loop, run it and the tokenizer once (jieba loads
+        its dictionary then), then open the queue."""
         try:
             embedder = await asyncio.to_thread(self.load)
-            await asyncio.to_thread(embedder.embed_sentences, [["warm", "up", "."]])
-            self.tokenize = embedder.tokenizer if callable(embedder.tokenizer) \
+            tokenize = embedder.tokenizer if callable(embedder.tokenizer) \
                 else get_tokenizer(embedder.tokenizer)
+            tokens = await asyncio.to_thread(tokenize, "warm up .")
+            await asyncio.to_thread(embedder.embed_sentences, [tokens])
         except Exception as err:  # a user error (no such model, ...) or a broken file
             self.failure = f"{type(err).__name__}: {err}"
             if on_failure is not None:
@@ -89,6 +92,7 @@ class Service:
             else:
                 logger.error("the model failed to load: %s", self.failure)
             return
+        self.tokenize = tokenize
         self.queue = BatchQueue(embedder, self.limits.max_batch_tokens, self.metrics.record_batch)
         self.metrics.watch_queue(lambda: self.queue.depth)
         self.queue.start()
@@ -133,7 +137,6 @@ class Service:
             raise ApiError(429, f"the server is busy: {self.in_flight} requests in flight "
                            f"(--max-concurrent-requests): retry later", "Overloaded")
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         work = asyncio.ensure_future(self.queue.embed(sentences))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -149,13 +152,13 @@ class Service:
             work.cancel()
             gone.cancel()
             self.in_flight -= 1
-            self.metrics.in_flight.dec()
 
     def info(self) -> dict:
         embedder, limits = self.embedder, self.limits
         config = embedder.model.config if embedder is not None else None
-        tokenizer = None if embedder is None else embedder.tokenizer if isinstance(
-            embedder.tokenizer, str) else type(embedder.tokenizer).__name__
+        tokenizer = embedder.tokenizer if embedder is not None else None
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            tokenizer = type(tokenizer).__name__  # a callable given to the Embedder
         return {
             "model": self.model_name,
             "format": self.model_format,
@@ -217,7 +220,7 @@ def create_app(
     load: Callable[[], Embedder],
     *,
     model_name: str = "default",
-    model_format: str = "elmo",
+    model_format: str = "native",
     layers: str = "all",
     limits: ServeLimits | None = None,
     on_ready: Callable[[Embedder], None] | None = None,

@@ -44,9 +44,11 @@ def address(sock: socket.socket) -> str:
 
 def make_server(app: FastAPI, access_log: bool = False) -> uvicorn.Server:
     """A uvicorn server for `app` (run it with `run(server, sock)`); its own log lines go to
-    stderr at level INFO, one per request with `access_log`."""
+    stderr at level INFO, one per request with `access_log`. Idle keep-alive connections
+    stay open 75 s, longer than load balancers keep theirs (nginx: 60 s), so that the
+    balancer, not the replica, closes them."""
     return uvicorn.Server(uvicorn.Config(app, access_log=access_log, log_level="info",
-                                         lifespan="on", timeout_keep_alive=30))
+                                         lifespan="on", timeout_keep_alive=75))
 
 
 def run(server: uvicorn.Server, sock: socket.socket) -> None:
