@@ -387,6 +387,12 @@ def test_cli_refuses_bad_settings_without_starting(capsys):
     busy.close()
 
 
+def test_cli_names_the_extra_when_fastapi_is_missing(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # makes `import fastapi` fail
+    assert main(["serve", "--port", "0"]) == 1
+    assert "pip install 'elmo-bilm[serve]'" in capsys.readouterr().err
+
+
 def test_cli_stops_with_the_error_when_the_model_fails_to_load(tmp_path, capsys):
     model = save_pretrained(random_bilm(), tmp_path / "model")
     (model / "model.safetensors").write_bytes(b"not safetensors")
