@@ -18,6 +18,10 @@ EXTRA_PACKAGES = {
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
     "gensim": ("gensim", "word2vec"),
+    "fastapi": ("fastapi", "serve"),
+    "uvicorn": ("uvicorn", "serve"),
+    "prometheus_client": ("prometheus-client", "serve"),
+    "orjson": ("orjson", "serve"),
 }
 
 
