@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
         "MODEL is a released name (small, medium, original, original-5.5B), 'default', a "
         "directory in our format, or a directory holding one official options/weights pair; "
-        "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
-        "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
+        "or give --options and --weights instead. Work is saved in the directory OUTPUT.partial "
+        "and OUTPUT assembled from it; the same command resumes a killed run. An existing OUTPUT "
+        "is "
         "replaced only with --overwrite; a missing directory is created.",
     )
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
