@@ -101,6 +101,10 @@ def model_directory(model: str | Path | None) -> Path | None:
                 f"model {str(model)!r} is a file; give its directory ({CONFIG_NAME} + "
                 f"{WEIGHTS_NAME}, or one official options/weights pair)"
             )
+        if is_task_run(path):
+            raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
+                            "the biLM it was trained with (its config.json says which, under "
+                            "task.elmo)")
         return path if is_native_dir(path) else None
     name = DEFAULT_MODEL if model is None else str(model)
     if name in RELEASED_MODELS:
@@ -112,6 +116,15 @@ def model_directory(model: str | Path | None) -> Path | None:
         f"model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
         f"({CONFIG_NAME} + {WEIGHTS_NAME}, or one official options/weights pair)"
     )
+
+
+def is_task_run(directory: str | Path) -> bool:
+    """Whether `directory` is a run of `elmo task train` (its config.json records the task)."""
+    try:
+        saved = json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and "task" in saved
 
 
 def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:

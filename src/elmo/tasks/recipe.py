@@ -21,15 +21,16 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from elmo.atomic import atomic_output, atomic_write_text
+from elmo.atomic import atomic_output, atomic_write_text, output_lock
 from elmo.device import resolve_device
 from elmo.errors import ElmoError
 from elmo.features import LayerStore, cached_layers
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
+from elmo.formats.native import CONFIG_NAME, WEIGHTS_NAME, is_native_dir
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
-from elmo.pretrained import load_bilm
+from elmo.pretrained import is_task_run, load_bilm
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
     Batch,
@@ -56,6 +57,7 @@ from elmo.training.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from elmo.training.prepare import check_out_dir
 
 TASKS = {
     "tagging": (Tagger, TaggerConfig),
@@ -64,6 +66,9 @@ TASKS = {
 }
 TASK_FORMATS = {"tagging": ("conll", "conllu"), "classification": ("label-text", "tsv"),
                 "pair": ("tsv",)}
+# the files of a run directory
+RUN_FILES = ("config.json", "vocab.txt", "model.safetensors", "layer_weights.json",
+             "metrics.jsonl", CHECKPOINT_NAME, "result.json")
 # options that may change when a run is resumed
 RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir")
 
@@ -128,6 +133,7 @@ class TaskConfig:
                 raise ElmoError(f"--{name.replace('_', '-')} must be one of "
                                 f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
         parse_mode(self.elmo_mix, mixture_size=1000)  # a ValueError naming a bad mode
+        self._check_numbers()
         if self.format not in TASK_FORMATS[self.task]:
             raise ElmoError(f"--task {self.task} reads --format "
                             f"{' or '.join(TASK_FORMATS[self.task])}, not {self.format}")
@@ -144,6 +150,26 @@ class TaskConfig:
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
             raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
                             "and --scheme iob1, iob2 or bioes")
+
+    def _check_numbers(self) -> None:
+        """ElmoError naming every option whose number is out of range."""
+        checks = [
+            (self.epochs >= 1, "--epochs must be >= 1"),
+            (self.patience >= 1, "--patience must be >= 1"),
+            (self.batch_size >= 1, "--batch-size must be >= 1"),
+            (self.lr > 0, "--lr must be > 0"),
+            (self.mix_lr > 0, "--mix-lr must be > 0"),
+            (self.l2 >= 0, "--l2 must be >= 0"),
+            (0 <= self.elmo_dropout < 1, "--elmo-dropout must be in [0, 1)"),
+            (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+            (self.embedding_dim >= 1, "--embedding-dim must be >= 1"),
+            (self.hidden_dim >= 1, "--hidden-dim must be >= 1"),
+            (0 < self.train_fraction <= 1, "--train-fraction must be in (0, 1]"),
+            (0 <= self.dev_fraction < 1, "--dev-fraction must be in [0, 1)"),
+        ]
+        errors = [message for ok, message in checks if not ok]
+        if errors:
+            raise ElmoError("; ".join(errors))
 
     def reader_options(self, labeled: bool = True) -> dict[str, Any]:
         """The reader's keyword options for `format` (no tag check when not `labeled`)."""
@@ -166,6 +192,9 @@ class TaskConfig:
 def run_config(run_dir: str | Path, **overrides: Any) -> tuple[TaskConfig, list[str]]:
     """The TaskConfig (with `overrides`) and labels of a run directory with a model."""
     run_dir = Path(run_dir)
+    if is_native_dir(run_dir) and not is_task_run(run_dir):
+        raise ElmoError(f"{run_dir} is a biLM, not a task run (made by elmo task train): give "
+                        "the --out directory of `elmo task train`")
     if not (run_dir / "model.safetensors").is_file():
         raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
                         "train one with `elmo task train --out DIR`")
@@ -298,10 +327,47 @@ def compute_features(config: TaskConfig) -> None:
             feature_store(bilm, examples, config).close()
 
 
-def train_task(config: TaskConfig) -> dict[str, Any]:
+def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
     """Train (or resume, or return the result of) the run `config.out`; returns the result:
-    metric, best dev score, test score (with a test file), best epoch, layer weights."""
+    metric, best dev score, test score (with a test file), best epoch, layer weights.
+
+    `config.out` must be new, empty, or this run's (resumed); a run of other options is
+    replaced, and other files kept beside the run, only with `overwrite`; a biLM never. One
+    process at a time writes it ("another process is writing OUT")."""
     out = Path(config.out)
+    check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):
+        _claim_run_dir(out, config, overwrite)
+        return _train_or_resume(config, out)
+
+
+def _claim_run_dir(out: Path, config: TaskConfig, overwrite: bool) -> None:
+    """Refuse `out` unless it is new, empty or this run's; with `overwrite`, delete another
+    run's files (or ours among foreign files) so that the run starts anew."""
+    if not out.is_dir():
+        return
+    for stale in out.glob(".*.tmp"):  # left by a writer that was killed
+        stale.unlink()
+    if not any(out.iterdir()) or _same_run(out, config):
+        return
+    if is_native_dir(out) and not is_task_run(out):
+        raise ElmoError(f"{out} holds a biLM ({CONFIG_NAME} + {WEIGHTS_NAME}): a task run never "
+                        "replaces a model; choose another --out")
+    if not overwrite:
+        if is_task_run(out):
+            raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
+                            "another --out, the same options to resume it, or --overwrite to "
+                            "replace it")
+        raise ElmoError(f"{out} is not empty and holds no task run: choose a new or empty "
+                        "--out, or pass --overwrite to write the run into it (files of the "
+                        "run's names are replaced)")
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def _train_or_resume(config: TaskConfig, out: Path) -> dict[str, Any]:
+    """`train_task` once `out` is claimed."""
     if (out / "result.json").is_file() and _same_run(out, config):
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         if result["epochs"] >= config.epochs or result["early_stopped"]:
@@ -313,9 +379,6 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
     train = [train_all[i] for i in sample]
     vocab = build_vocab(train)
     checkpoint_path = out / CHECKPOINT_NAME
-    if checkpoint_path.exists() and not _same_run(out, config):
-        raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
-                        "another --out, or the same options to resume it")
     run = Run(config, vocab, labels)
     if not checkpoint_path.exists():
         out.mkdir(parents=True, exist_ok=True)

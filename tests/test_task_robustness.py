@@ -1,0 +1,138 @@
+"""`elmo task` as a new user meets it (issue 23): output rules and locks of `task train`,
+checked numbers, a task run where a biLM is expected and the converse, bad rows, unseen
+labels, unfinished runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elmo import save_pretrained
+from elmo.atomic import output_lock
+from elmo.cli import main
+from tests.conftest import random_bilm
+from tests.test_task_cli import task_args
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bilm") / "tiny"
+    save_pretrained(random_bilm(), path)
+    return path
+
+
+def _contents(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+# ---- item 2: output rules ----------------------------------------------------------------
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_train_never_replaces_a_model_directory(tmp_path, tiny_model, capsys, overwrite):
+    exported = save_pretrained(random_bilm(seed=2), tmp_path / "exp")
+    before = _contents(exported)
+    args = task_args("classification", tmp_path, str(tiny_model), out="exp", epochs=1)
+    assert main(args + overwrite) == 1
+    err = capsys.readouterr().err
+    assert f"{exported} holds a biLM" in err and "choose another --out" in err
+    assert _contents(exported) == before
+
+
+def test_train_refuses_a_non_empty_directory_without_overwrite(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert f"{out} is not empty" in err and "--overwrite" in err
+    assert _contents(out) == {"notes.txt": b"mine"}
+    assert main(args + ["--overwrite"]) == 0
+    assert (out / "result.json").is_file() and (out / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_replaces_a_run_of_other_options(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    assert main(args) == 0
+    assert main(args + ["--seed", "5"]) == 1
+    assert "holds a run with other options" in capsys.readouterr().err
+    assert main(args + ["--seed", "5", "--overwrite"]) == 0
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["task"]["seed"] == 5
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_out_that_is_a_file_or_under_a_file_is_named(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    (tmp_path / "file").write_text("x")
+    for out in ("file", "file/run"):
+        args[args.index("--out") + 1] = str(tmp_path / out)
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert str(tmp_path / "file") in err and "a file" in err, err
+
+
+# ---- item 3: one writer at a time --------------------------------------------------------
+
+def test_a_second_train_into_the_same_out_is_refused(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    with output_lock(tmp_path / "run"):  # the first process, still training
+        assert main(args) == 1
+        assert f"another process is writing {tmp_path / 'run'}" in capsys.readouterr().err
+        assert not (tmp_path / "run").exists()
+    assert main(args) == 0
+
+
+# ---- item 4: numbers are checked -----------------------------------------------------------
+
+@pytest.mark.parametrize("option,value,message", [
+    ("--epochs", "0", "--epochs must be >= 1"),
+    ("--epochs", "-1", "--epochs must be >= 1"),
+    ("--patience", "0", "--patience must be >= 1"),
+    ("--batch-size", "0", "--batch-size must be >= 1"),
+    ("--batch-size", "-5", "--batch-size must be >= 1"),
+    ("--lr", "-1", "--lr must be > 0"),
+    ("--lr", "0", "--lr must be > 0"),
+    ("--l2", "-1", "--l2 must be >= 0"),
+    ("--mix-lr", "0", "--mix-lr must be > 0"),
+    ("--elmo-dropout", "1", "--elmo-dropout must be in [0, 1)"),
+    ("--dropout", "-0.1", "--dropout must be in [0, 1)"),
+    ("--hidden-dim", "0", "--hidden-dim must be >= 1"),
+    ("--embedding-dim", "0", "--embedding-dim must be >= 1"),
+    ("--train-fraction", "0", "--train-fraction must be in (0, 1]"),
+    ("--train-fraction", "1.5", "--train-fraction must be in (0, 1]"),
+])
+def test_bad_numbers_are_refused_before_anything_is_written(tmp_path, capsys, option, value,
+                                                            message):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    if option in args:
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+# ---- item 6: a task run is not a biLM, a biLM is not a task run ----------------------------
+
+def test_a_task_run_where_a_bilm_is_expected(tmp_path, tiny_model, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    assert main(args) == 0
+    run = tmp_path / "run"
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    expected = f"{run} is a task run (made by elmo task train), not a biLM"
+    for argv in (["embed", run, tmp_path / "in.txt", tmp_path / "o.hdf5", "--quiet"],
+                 ["perplexity", run, tmp_path / "in.txt", "--quiet"],
+                 ["export", run, tmp_path / "exported"],
+                 ["train", "--init-from", run, "--train", tmp_path / "in.txt", "--out",
+                  tmp_path / "adapted", "--max-steps", "1", "--quiet"],
+                 task_args("classification", tmp_path, str(run), out="run2", epochs=1)):
+        assert main([str(a) for a in argv]) == 1
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, (argv[0], err)
+    assert main(["task", "evaluate", str(tiny_model), "--test", str(tmp_path / "test")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tiny_model} is a biLM, not a task run (made by elmo task train)" in err
