@@ -20,22 +20,25 @@ from elmo import save_pretrained
 from elmo.cli import main
 from elmo.features import cached_layers
 from tests.conftest import REPO, random_bilm
+from tests.test_task_cli import task_args
 
-# The child: kill this process when it is about to create its N-th HDF5 dataset; then run
-# the rest of argv as Python code.
+# The child: kill this process when it is about to create its N-th HDF5 dataset (or,
+# with a negative N, to write its -N-th safetensors file); then run argv[2] as Python code.
 KILLER = """
 import os, signal, sys
 import h5py
+import safetensors.torch
 import torch
 torch.set_num_threads(1)
 n, count = int(sys.argv[1]), [0]
-real = h5py.Group.create_dataset
-def dying(self, *args, **kwargs):
+owner, name = (h5py.Group, "create_dataset") if n > 0 else (safetensors.torch, "save_file")
+real = getattr(owner, name)
+def dying(*args, **kwargs):
     count[0] += 1
-    if count[0] == n:
+    if count[0] == abs(n):
         os.kill(os.getpid(), signal.SIGKILL)
-    return real(self, *args, **kwargs)
-h5py.Group.create_dataset = dying
+    return real(*args, **kwargs)
+setattr(owner, name, dying)
 exec(sys.argv[2])
 """
 
@@ -126,3 +129,34 @@ def test_feature_cache_killed_anywhere_is_completed_by_the_next_run(tmp_path, mo
         np.testing.assert_array_equal(store[i], reference[i])
     assert store.layer_rms == reference.layer_rms
     assert [p.suffix for p in cache.iterdir()] == [".hdf5"]
+
+
+# Tagging, 40 training sentences, batch size 8: the cache saves every 16 x 64 sentences, so
+# each split is one save; datasets 1-40 are the training file's layers. Each epoch writes
+# model.safetensors (when dev improves) and checkpoint.safetensors.
+@pytest.mark.parametrize("kills", [[3], [-1], [-4], [20, -2, -3]],
+                         ids=["caching", "first-epoch-saved", "mid-run", "three-times"])
+def test_task_train_killed_anywhere_resumes_to_the_same_run(tmp_path, model_dir, kills,
+                                                           capsys):
+    args = task_args("tagging", tmp_path, str(model_dir), epochs=3) + ["--patience", "10",
+                                                                         "--threads", "1"]
+    straight = [*args]
+    straight[straight.index("--out") + 1] = str(tmp_path / "straight")
+    straight[straight.index("--cache-dir") + 1] = str(tmp_path / "cache2")
+    assert main(straight) == 0
+    code = "import sys; from elmo.cli import main; sys.exit(main(sys.argv[3:]))"
+    for n in kills:
+        assert _killed_at(n, code, *args) == -signal.SIGKILL
+    args.remove("--quiet")
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    if any(n < -2 for n in kills):
+        assert "resuming" in err
+    run, want = tmp_path / "run", tmp_path / "straight"
+    got = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    expected = [json.loads(line) for line in (want / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in got] == [1, 2, 3]
+    for a, b in zip(got, expected, strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+    result = json.loads((run / "result.json").read_text())
+    assert result["test"] == json.loads((want / "result.json").read_text())["test"]

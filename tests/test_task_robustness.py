@@ -136,3 +136,76 @@ def test_a_task_run_where_a_bilm_is_expected(tmp_path, tiny_model, capsys):
     assert main(["task", "evaluate", str(tiny_model), "--test", str(tmp_path / "test")]) == 1
     err = capsys.readouterr().err
     assert f"{tiny_model} is a biLM, not a task run (made by elmo task train)" in err
+
+
+# ---- item 9: every test example is scored --------------------------------------------------
+
+def _conll(path, sentences):
+    path.write_text("\n\n".join("\n".join(f"{w} X {t}" for w, t in s) for s in sentences)
+                    + "\n", encoding="utf-8")
+
+
+def test_evaluate_scores_every_example_and_names_unseen_span_types(tmp_path, capsys):
+    args = task_args("tagging", tmp_path, "none", epochs=1)
+    # IOB1: B-PER only separates two adjacent PER spans; the type PER is known. GPE is not.
+    _conll(tmp_path / "test", [[("anna", "I-PER"), ("bob", "B-PER")],
+                               [("rome", "I-GPE"), ("saw", "O"), ("paris", "I-GPE")],
+                               [("carl", "I-PER")]])
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["n"] == 3
+    assert "span type 'GPE' (2 gold spans)" in captured.err
+    assert "never occurs in the training file" in captured.err and "PER" not in captured.err
+    # the same warning at the end of training, for --test
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["n_test"] == 3
+
+
+def test_unseen_labels_count_as_errors_in_accuracy(tmp_path, capsys):
+    args = task_args("classification", tmp_path, "none", epochs=1)
+    (tmp_path / "test").write_text("pos good\nneutral the\nneutral saw\nneg bad\n",
+                                   encoding="utf-8")
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["n"] == 4 and result["score"] <= 50.0
+    assert "label 'neutral' (2 gold labels)" in captured.err
+
+
+# ---- item 10: unfinished runs ----------------------------------------------------------------
+
+def test_evaluating_an_unfinished_run_warns(tmp_path, monkeypatch, capsys):
+    from elmo.tasks import recipe
+
+    args = task_args("classification", tmp_path, "none", epochs=3) + ["--patience", "10"]
+    real, calls = recipe._train_epoch, []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(recipe, "_train_epoch", interrupted)
+    assert main(args) == 130
+    monkeypatch.setattr(recipe, "_train_epoch", real)
+    capsys.readouterr()
+    for argv in (["evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test")],
+                 ["predict", str(tmp_path / "run"), str(tmp_path / "test"),
+                  str(tmp_path / "pred")]):
+        assert main(["task", *argv]) == 0
+        err = capsys.readouterr().err
+        assert "training is incomplete (1 of 3 epochs)" in err, err
+    args.remove("--quiet")
+    assert main(args) == 0
+    assert f"resuming {tmp_path / 'run'} after epoch 1 of 3" in capsys.readouterr().err
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test",
+                 str(tmp_path / "test")]) == 0
+    assert "incomplete" not in capsys.readouterr().err

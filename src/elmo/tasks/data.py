@@ -9,6 +9,8 @@ sentences k-major into K*B rows (all first sentences, then all second ones), the
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ import torch
 from elmo.chars import batch_to_ids
 from elmo.errors import InputFileError
 from elmo.tasks.encoder import PAD, UNK
+from elmo.tasks.metrics import span_types
 from elmo.tasks.readers import LabeledPair, TaggedSentence
 
 SPECIAL_WORDS = ("<pad>", "<unk>")
@@ -86,18 +89,35 @@ def require_targets(examples: Sequence, path: str | Path) -> None:
                                  "options)")
 
 
-def check_labels(examples: Sequence, labels: Sequence[str], path: str | Path,
-                 train_path: str | Path) -> None:
-    """Every gold tag or label of `examples` must occur in the training file."""
-    known = set(labels)
-    for example in examples:
-        unseen = [t for t in targets_of(example) if t not in known]
-        if unseen:
-            raise InputFileError(
-                f"{path}, line {example.line}: label {unseen[0]!r} never occurs in the "
-                f"training file {train_path} (its labels: {', '.join(labels)}); the model "
-                "cannot predict it. Fix the label or add examples of it to the training data"
-            )
+def unseen_targets(examples: Sequence, labels: Sequence[str], scheme: str | None = None
+                   ) -> Counter[str]:
+    """The gold labels (tags; with a span `scheme`, span types) of `examples` that the training
+    labels lack, and how many gold items (labels, tags, spans) each covers."""
+    if scheme is None:
+        known = set(labels)
+        return Counter(t for e in examples for t in targets_of(e) if t not in known)
+    known = {t[2:] for t in labels if t != "O"}
+    return Counter(t for e in examples for t in span_types(e.tags, scheme) if t not in known)
+
+
+def warn_unseen(examples: Sequence, labels: Sequence[str], path: str | Path,
+                train_path: str | Path, scheme: str | None = None) -> None:
+    """One warning naming the gold labels of `examples` that never occur in the training
+    file, with how many gold items each covers: the model cannot predict them, so they count
+    as errors (every example is still scored)."""
+    unseen = unseen_targets(examples, labels, scheme)
+    if not unseen:
+        return
+    tagging = isinstance(examples[0], TaggedSentence)
+    kind, unit = ("span type", "span") if scheme else ("tag", "tag") if tagging else \
+        ("label", "label")
+    one = len(unseen) == 1
+    items = ", ".join(f"{k!r} ({n} gold {unit}{'s' * (n != 1)})"
+                      for k, n in sorted(unseen.items()))
+    warnings.warn(f"{path}: {kind}{'' if one else 's'} {items} never occur{'s' * one} in the "
+                  f"training file {train_path}; the model cannot predict "
+                  f"{'it' if one else 'them'}, so {'it counts' if one else 'they count'} as "
+                  "errors", stacklevel=2)
 
 
 @dataclass

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,11 +39,11 @@ from elmo.tasks.data import (
     Encoded,
     build_labels,
     build_vocab,
-    check_labels,
     flat_sentences,
     held_out_split,
     nested_sample,
     require_targets,
+    warn_unseen,
 )
 from elmo.tasks.metrics import METRICS, accuracy, span_f1
 from elmo.tasks.model import ELMO_AT, TaskModel
@@ -164,8 +166,6 @@ class TaskConfig:
             (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
             (self.embedding_dim >= 1, "--embedding-dim must be >= 1"),
             (self.hidden_dim >= 1, "--hidden-dim must be >= 1"),
-            (0 < self.train_fraction <= 1, "--train-fraction must be in (0, 1]"),
-            (0 <= self.dev_fraction < 1, "--dev-fraction must be in [0, 1)"),
         ]
         errors = [message for ok, message in checks if not ok]
         if errors:
@@ -304,14 +304,14 @@ def read_splits(config: TaskConfig) -> tuple[list, list, list | None, list[str]]
     labels = build_labels(train_all)
     if config.dev:
         dev = read_split(config, config.dev)
-        check_labels(dev, labels, config.dev, config.train)
+        warn_unseen(dev, labels, config.dev, config.train, config.scheme)
     else:  # the same held-out part for every seed and fraction
         kept, held = held_out_split(len(train_all), config.dev_fraction)
         train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
     test = None
     if config.test:
         test = read_split(config, config.test)
-        check_labels(test, labels, config.test, config.train)
+        warn_unseen(test, labels, config.test, config.train, config.scheme)
     return train_all, dev, test, labels
 
 
@@ -421,6 +421,9 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
         restore_rng(ckpt.ranks[0].rng)
         state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
+        if config.progress:
+            print(f"elmo: resuming {out} after epoch {state['epoch']} of {config.epochs}",
+                  file=sys.stderr)
     store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
@@ -436,11 +439,12 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
             _save_model(out, model)
         else:
             bad_epochs += 1
+        # the epoch's line first: a kill before the checkpoint is saved leaves a line that
+        # the resumed run drops, never an epoch without its line
+        _keep_metrics_until(out / "metrics.jsonl", state["epoch"] - 1, json.dumps(line))
         save_checkpoint(checkpoint_path, Checkpoint(
             step=state["epoch"], model=model.saved_state(), optimizer=optimizer.state_dict(),
             ranks=[RankState(dict(state), None, capture_rng())], bad_evals=bad_epochs))
-        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
         if config.progress:
             tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
                        f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
@@ -497,19 +501,30 @@ def _save_model(out: Path, model: TaskModel) -> None:
     atomic_write_text(out / "layer_weights.json", json.dumps(model.layer_weights(), indent=2))
 
 
-def _keep_metrics_until(path: Path, epoch: int) -> None:
-    """Drop metrics.jsonl lines of epochs after the checkpoint's (a run killed in between)."""
-    if path.exists():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if json.loads(line)["epoch"] <= epoch]
-        atomic_write_text(path, "".join(line + "\n" for line in kept))
+def _keep_metrics_until(path: Path, epoch: int, *new_lines: str) -> None:
+    """Rewrite metrics.jsonl (atomically) with its lines of epochs up to `epoch` (those after
+    the checkpoint's are of a run killed in between), then `new_lines`."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    kept = [line for line in lines if json.loads(line)["epoch"] <= epoch]
+    atomic_write_text(path, "".join(line + "\n" for line in [*kept, *new_lines]))
+
+
+def _warn_unfinished(run_dir: Path, config: TaskConfig) -> None:
+    """Warn when the run has not finished training (it has no result.json)."""
+    if not (run_dir / "result.json").is_file():
+        metrics = run_dir / "metrics.jsonl"
+        done = len(metrics.read_text(encoding="utf-8").splitlines()) if metrics.exists() else 0
+        warnings.warn(f"{run_dir}: training is incomplete ({done} of {config.epochs} epochs): "
+                      "the best model so far is used; run the same `elmo task train` command "
+                      "to finish it", stacklevel=3)
 
 
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
     config, labels = run_config(run_dir, **overrides)  # the file is read before the model
+    _warn_unfinished(Path(run_dir), config)
     examples = read_split(config, test)
-    check_labels(examples, labels, test, config.train)
+    warn_unseen(examples, labels, test, config.train, config.scheme)
     run = Run.load(run_dir, **overrides)
     return {"metric": run.config.metric, "score": run.score(examples), "n": len(examples),
             "file": str(test), "run": str(run_dir)}
@@ -518,7 +533,9 @@ def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, 
 def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:
     """Write the run's predictions for `input_path` to `output_path` in the input's format
     (tags or labels replaced, or added where it has none); returns the number of examples."""
-    examples = read_split(run_config(run_dir, **overrides)[0], input_path, labeled=False)
+    config = run_config(run_dir, **overrides)[0]
+    _warn_unfinished(Path(run_dir), config)
+    examples = read_split(config, input_path, labeled=False)
     run = Run.load(run_dir, **overrides)
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
