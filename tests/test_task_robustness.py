@@ -145,18 +145,23 @@ def _conll(path, sentences):
                     + "\n", encoding="utf-8")
 
 
+def _train_and_evaluate(args, tmp_path, capsys):
+    """Train, then `task evaluate --json` the run on its test file: (captured, result)."""
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    return captured, json.loads(captured.out)
+
+
 def test_evaluate_scores_every_example_and_names_unseen_span_types(tmp_path, capsys):
     args = task_args("tagging", tmp_path, "none", epochs=1)
     # IOB1: B-PER only separates two adjacent PER spans; the type PER is known. GPE is not.
     _conll(tmp_path / "test", [[("anna", "I-PER"), ("bob", "B-PER")],
                                [("rome", "I-GPE"), ("saw", "O"), ("paris", "I-GPE")],
                                [("carl", "I-PER")]])
-    assert main(args) == 0
-    capsys.readouterr()
-    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
-                 "--json"]) == 0
-    captured = capsys.readouterr()
-    result = json.loads(captured.out)
+    captured, result = _train_and_evaluate(args, tmp_path, capsys)
     assert result["n"] == 3
     assert "span type 'GPE' (2 gold spans)" in captured.err
     assert "never occurs in the training file" in captured.err and "PER" not in captured.err
@@ -169,12 +174,7 @@ def test_unseen_labels_count_as_errors_in_accuracy(tmp_path, capsys):
     args = task_args("classification", tmp_path, "none", epochs=1)
     (tmp_path / "test").write_text("pos good\nneutral the\nneutral saw\nneg bad\n",
                                    encoding="utf-8")
-    assert main(args) == 0
-    capsys.readouterr()
-    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
-                 "--json"]) == 0
-    captured = capsys.readouterr()
-    result = json.loads(captured.out)
+    captured, result = _train_and_evaluate(args, tmp_path, capsys)
     assert result["n"] == 4 and result["score"] <= 50.0
     assert "label 'neutral' (2 gold labels)" in captured.err
 
