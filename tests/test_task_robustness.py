@@ -209,3 +209,64 @@ def test_evaluating_an_unfinished_run_warns(tmp_path, monkeypatch, capsys):
     assert main(["task", "evaluate", str(tmp_path / "run"), "--test",
                  str(tmp_path / "test")]) == 0
     assert "incomplete" not in capsys.readouterr().err
+
+
+# ---- item 5: rows with a differing column count ---------------------------------------------
+
+def test_a_conll_row_with_a_column_missing_stops_with_file_and_line(tmp_path, capsys):
+    args = task_args("tagging", tmp_path, "none", epochs=1)
+    rows = (tmp_path / "train").read_text().splitlines()
+    rows[3] = "German JJ"  # 2 columns among 3-column rows: the tag would be "JJ"
+    (tmp_path / "train").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(args[:args.index("--scheme")] + args[args.index("--scheme") + 2:]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'train'}, line 4: 2 columns" in err and "3 columns" in err, err
+
+
+def test_predict_refuses_a_conllu_file_for_a_conll_run(tmp_path, capsys):
+    assert main(task_args("tagging", tmp_path, "none", epochs=1)) == 0
+    conllu = tmp_path / "in.conllu"
+    conllu.write_text("# sent_id = 1\n# text = anna saw bob\n"
+                      "1\tanna\tanna\tPROPN\tNNP\t_\t2\tnsubj\t_\t_\n"
+                      "2\tsaw\tsee\tVERB\tVBD\t_\t0\troot\t_\t_\n"
+                      "3\tbob\tbob\tPROPN\tNNP\t_\t2\tobj\t_\t_\n\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["task", "predict", str(tmp_path / "run"), str(conllu),
+                 str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"{conllu}, line 2" in err and "--format conllu" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+# ---- items 7-8: the recorded tokenizer ------------------------------------------------------
+
+def _chars_model(path):
+    save_pretrained(random_bilm(seed=6), path)
+    (path / "card.json").write_text(json.dumps({"tokenizer": "chars"}))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["native", "bilm-tf"])
+def test_export_keeps_the_recorded_tokenizer(tmp_path, fmt):
+    from elmo.embed import Embedder
+
+    model = _chars_model(tmp_path / "zh")
+    assert main(["export", str(model), str(tmp_path / "exp"), "--format", fmt]) == 0
+    embedder = Embedder.from_pretrained(tmp_path / "exp")
+    assert embedder.tokenizer == "chars"
+
+
+def test_task_train_uses_the_recorded_tokenizer_by_default(tmp_path):
+    model = _chars_model(tmp_path / "zh")
+    (tmp_path / "zh.txt").write_text("pos 北京欢迎你\nneg 不好\n" * 6, encoding="utf-8")
+    base = ["task", "train", "--task", "classification", "--format", "label-text",
+            "--train", str(tmp_path / "zh.txt"), "--dev", str(tmp_path / "zh.txt"),
+            "--elmo", str(model), "--epochs", "1", "--hidden-dim", "8", "--embedding-dim",
+            "8", "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert main([*base, "--out", str(tmp_path / "b"), "--tokenizer", "whitespace"]) == 0
+    vocab_a = (tmp_path / "a" / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    vocab_b = (tmp_path / "b" / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert "北" in vocab_a and "北京欢迎你" in vocab_b
+    saved = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert saved["task"]["tokenizer"] == "chars"

@@ -173,8 +173,11 @@ def model_vocab_file(model: str | Path | None) -> Path | None:
 
 def recorded_tokenizer(model: str | Path | None) -> str | None:
     """The tokenizer `model` was trained with, as recorded in its directory: `run.json` of an
-    `elmo train` run, or a shipped model's `card.json`; None when nothing is recorded."""
+    `elmo train` run, or the `card.json` of a shipped or exported model (an official pair's
+    directory too); None when nothing is recorded."""
     directory = model_directory(model)
+    if directory is None and model is not None and Path(model).is_dir():
+        directory = Path(model)
     if directory is None:
         return None
     for record, keys in ((directory / RUN_NAME, ("config", "tokenizer")),

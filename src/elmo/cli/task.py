@@ -69,7 +69,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
     group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
-                      help="label-text and tsv sentences")
+                      help="label-text and tsv sentences (default: the tokenizer --elmo "
+                      "records, as `elmo embed`; else whitespace)")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
                       help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
@@ -229,6 +230,7 @@ def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                "label-text": ("tokenizer",),
                "tsv": ("text_columns", "label_column", "tokenizer")}[args.format]
     with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        args.tokenizer = args.tokenizer or "whitespace"  # no biLM here to record one
         n = export_text(args.input, args.output, args.format,
                         encoding_errors=args.encoding_errors,
                         **{k: getattr(args, k) for k in options})

@@ -32,7 +32,7 @@ from elmo.formats.native import CONFIG_NAME, WEIGHTS_NAME, is_native_dir
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
-from elmo.pretrained import is_task_run, load_bilm
+from elmo.pretrained import is_task_run, load_bilm, recorded_tokenizer
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
     Batch,
@@ -93,7 +93,8 @@ class TaskConfig:
     tag: str = "upos"  # conllu: upos | xpos
     text_columns: list[str] | None = None  # tsv
     label_column: str | None = None  # tsv
-    tokenizer: str = "whitespace"  # label-text, tsv
+    tokenizer: str | None = None  # label-text, tsv (None: the one --elmo records, else
+    # whitespace)
     encoding_errors: str = "strict"
     # ELMo
     elmo: str | None = None  # a model `elmo embed` takes; None: the task model alone
@@ -128,6 +129,10 @@ class TaskConfig:
             self.elmo = str(Path(self.elmo).resolve())
         if self.metric is None:
             self.metric = "span-f1" if self.scheme else "accuracy"
+        if self.tokenizer is None:  # as `elmo embed`: the tokenizer the biLM was trained with
+            recorded = recorded_tokenizer(self.elmo) if self.elmo and \
+                self.format in ("label-text", "tsv") else None
+            self.tokenizer = recorded or "whitespace"
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
                    "scheme": (*SCHEMES, None), "tag": ("upos", "xpos")}
         for name, allowed in choices.items():
