@@ -270,3 +270,25 @@ def test_task_train_uses_the_recorded_tokenizer_by_default(tmp_path):
     assert "北" in vocab_a and "北京欢迎你" in vocab_b
     saved = json.loads((tmp_path / "a" / "config.json").read_text())
     assert saved["task"]["tokenizer"] == "chars"
+
+
+# ---- item 11: thread defaults -------------------------------------------------------------
+
+def test_task_commands_default_to_one_thread(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    task_args("classification", tmp_path, "none")
+    text = ["task", "text", "--format", "label-text", str(tmp_path / "train")]
+    try:
+        torch.set_num_threads(2)
+        assert main([*text, str(tmp_path / "a.txt")]) == 0
+        assert torch.get_num_threads() == 1
+        assert main(["--threads", "2", *text, str(tmp_path / "b.txt")]) == 0
+        assert torch.get_num_threads() == 2
+        (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+        assert main(["embed", str(save_pretrained(random_bilm(), tmp_path / "m")),
+                     str(tmp_path / "in.txt"), str(tmp_path / "o.hdf5"), "--quiet"]) == 0
+        assert torch.get_num_threads() == 2  # other commands: torch's choice
+    finally:
+        torch.set_num_threads(1)
