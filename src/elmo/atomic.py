@@ -78,7 +78,8 @@ def claim_output(
         if existing and not overwrite:
             names = ", ".join(map(str, existing))
             raise ElmoError(f"{names} already exist{'s' * (len(existing) == 1)}: pass "
-                            "--overwrite to replace, or choose another output")
+                            "--overwrite (Python: overwrite=True) to replace, or choose "
+                            "another output")
         if directory_of is not None:
             _make_parent(path)
         yield path
@@ -111,7 +112,11 @@ def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
     path = Path(path)
     lock_path = path.with_name(path.name + ".lock")
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise ElmoError(f"cannot write {path}: {err.strerror} (choose an output in a "
+                            "directory you can write)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:

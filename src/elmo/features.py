@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import h5py
@@ -194,14 +194,17 @@ def _compute(
         out.attrs.update({"key": key, "num_sentences": len(sentences),
                           "num_layers": bilm.num_layers, "dim": bilm.config.output_dim,
                           "dtype": dtype,
-                          "layer_rms": _layer_rms(out, len(sentences), bilm.num_layers)})
+                          "layer_rms": layer_rms((out[str(i)][...]
+                                                  for i in range(len(sentences))),
+                                                 bilm.num_layers)})
 
 
-def _layer_rms(out: h5py.File, n: int, num_layers: int) -> list[float]:
-    """Each layer's root mean square element over the n sentences of `out` (read one by one)."""
+def layer_rms(sentence_layers: Iterable[np.ndarray], num_layers: int) -> list[float]:
+    """Each layer's root mean square element over the sentences' layers (L+1, n_i, 2P), read
+    one by one."""
     squares, count = np.zeros(num_layers), 0
-    for i in range(n):
-        layers = out[str(i)][...].astype(np.float64)  # (L+1, n_i, 2P)
+    for layers in sentence_layers:
+        layers = layers.astype(np.float64)
         squares += (layers**2).sum(axis=(1, 2))
         count += layers[0].size
     return ((squares / max(count, 1)) ** 0.5).tolist()

@@ -120,6 +120,19 @@ def warn_unseen(examples: Sequence, labels: Sequence[str], path: str | Path,
                   "errors", stacklevel=2)
 
 
+def warn_label_like_text(examples: Sequence, labels: Sequence[str], path: str | Path,
+                         format: str) -> None:
+    """Warn when most labels occur once among many: the labels are likely words of text (a
+    file in another format, or the wrong label column)."""
+    counts = Counter(targets_of(e)[0] for e in examples)
+    once = sum(1 for n in counts.values() if n == 1)
+    if len(labels) > 20 and once > len(labels) / 2:
+        warnings.warn(f"{path}: {len(labels)} distinct labels, {once} of them on one line "
+                      f"only: is this file in --format {format}? (label-text: 'LABEL "
+                      "sentence' per line; tsv: --label-column names the label); check "
+                      "--format", stacklevel=2)
+
+
 @dataclass
 class Batch:
     """K*B sentences of B examples, k-major, plus their targets."""

@@ -25,8 +25,9 @@ from tqdm import tqdm
 
 from elmo.atomic import atomic_output, atomic_write_text, output_lock
 from elmo.device import resolve_device
-from elmo.errors import ElmoError
-from elmo.features import LayerStore, cached_layers
+from elmo.embed import Embedder
+from elmo.errors import ElmoError, InputFileError
+from elmo.features import LayerStore, cached_layers, layer_rms
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
 from elmo.formats.native import CONFIG_NAME, WEIGHTS_NAME, is_native_dir
 from elmo.modules.bilm import BiLM
@@ -43,6 +44,7 @@ from elmo.tasks.data import (
     held_out_split,
     nested_sample,
     require_targets,
+    warn_label_like_text,
     warn_unseen,
 )
 from elmo.tasks.metrics import METRICS, accuracy, span_f1
@@ -139,7 +141,12 @@ class TaskConfig:
             if getattr(self, name) not in allowed:
                 raise ElmoError(f"--{name.replace('_', '-')} must be one of "
                                 f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
-        parse_mode(self.elmo_mix, mixture_size=1000)  # a ValueError naming a bad mode
+        if self.elmo_mix.startswith("layer:"):  # K's bound is checked when the biLM loads
+            if not self.elmo_mix.removeprefix("layer:").isdigit():
+                raise ElmoError(f"--elmo-mix {self.elmo_mix}: layer:K needs a whole number "
+                                "K >= 0 (0: the context-free token layer)")
+        else:
+            parse_mode(self.elmo_mix, mixture_size=1)  # a ValueError naming a bad mode
         self._check_numbers()
         if self.format not in TASK_FORMATS[self.task]:
             raise ElmoError(f"--task {self.task} reads --format "
@@ -244,6 +251,18 @@ class Run:
         """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return feature_store(self.bilm, examples, self.config)
 
+    def layer_rms(self, examples: list) -> list[float]:
+        """Each biLM layer's RMS over `examples`' sentences: from the feature cache, or, when
+        the biLM is fine-tuned (no cache), computed as they are embedded."""
+        if not self.config.fine_tune:
+            with self.feature_store(examples) as store:
+                return store.layer_rms
+        embedder = Embedder(self.bilm, device=self.device)
+        sentences = flat_sentences(examples)
+        layers = tqdm(embedder.iter_embeddings(sentences), total=len(sentences),
+                      unit="sentence", desc="layer scales", disable=not self.config.progress)
+        return layer_rms((a for _, a in layers), self.bilm.num_layers)
+
     def layers(self, examples: list) -> LayerStore | None:
         """The layers the model reads for `examples`: None without ELMo or when the biLM is
         fine-tuned (the model then runs it on each batch)."""
@@ -297,6 +316,9 @@ def feature_store(bilm: BiLM, examples: list, config: TaskConfig) -> LayerStore:
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
     """`path` read in the run's format; `labeled`: tags or labels checked and required."""
     examples = read_dataset(path, config.format, **config.reader_options(labeled))
+    if labeled and config.format == "tsv" and config.label_column not in examples[0].header:
+        raise InputFileError(f"{path}: no column {config.label_column!r} in the header; it "
+                             f"has {', '.join(examples[0].header)}. Check --label-column")
     if labeled:
         require_targets(examples, path)
     return examples
@@ -307,6 +329,8 @@ def read_splits(config: TaskConfig) -> tuple[list, list, list | None, list[str]]
     (None without --test), checked; and the labels of the whole training file."""
     train_all = read_split(config, config.train)
     labels = build_labels(train_all)
+    if config.task != "tagging":
+        warn_label_like_text(train_all, labels, config.train, config.format)
     if config.dev:
         dev = read_split(config, config.dev)
         warn_unseen(dev, labels, config.dev, config.train, config.scheme)
@@ -414,8 +438,7 @@ def _train(run: Run, train: list, sample: list[int], train_all: list, dev: list)
     else:
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
     if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
-        with run.feature_store(train_all) as train_store:
-            model.set_layer_scales([1 / r for r in train_store.layer_rms])
+        model.set_layer_scales([1 / r for r in run.layer_rms(train_all)])
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -524,6 +547,17 @@ def _warn_unfinished(run_dir: Path, config: TaskConfig) -> None:
                       "to finish it", stacklevel=3)
 
 
+def _warn_missing_placeholders(examples: list, labels: list[str], path: str) -> None:
+    """label-text lines start with a label: warn when their first words look like text (more
+    than one distinct word that is not a label), since that word is not predicted on."""
+    unknown = [e.label for e in examples if e.label not in labels]
+    if len(set(unknown)) > 1:
+        warnings.warn(f"{path}: {len(unknown)} lines start with a word that is not one of the "
+                      f"run's labels ({', '.join(labels)}); label-text lines are 'LABEL "
+                      "sentence', so each first word was read as the label, not as text. Put "
+                      "a placeholder label (such as _) before each sentence", stacklevel=3)
+
+
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
     config, labels = run_config(run_dir, **overrides)  # the file is read before the model
@@ -538,9 +572,11 @@ def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, 
 def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:
     """Write the run's predictions for `input_path` to `output_path` in the input's format
     (tags or labels replaced, or added where it has none); returns the number of examples."""
-    config = run_config(run_dir, **overrides)[0]
+    config, labels = run_config(run_dir, **overrides)
     _warn_unfinished(Path(run_dir), config)
     examples = read_split(config, input_path, labeled=False)
+    if config.format == "label-text":
+        _warn_missing_placeholders(examples, labels, input_path)
     run = Run.load(run_dir, **overrides)
     write_predictions(output_path, run.config.format, examples, run.predict(examples),
                       **run.config.reader_options())
