@@ -28,9 +28,11 @@ def _contents(directory):
 
 # ---- item 2: output rules ----------------------------------------------------------------
 
+@pytest.mark.parametrize("fmt", ["native", "bilm-tf"])
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
-def test_train_never_replaces_a_model_directory(tmp_path, tiny_model, capsys, overwrite):
-    exported = save_pretrained(random_bilm(seed=2), tmp_path / "exp")
+def test_train_never_replaces_a_model_directory(tmp_path, tiny_model, capsys, overwrite, fmt):
+    assert main(["export", str(tiny_model), str(tmp_path / "exp"), "--format", fmt]) == 0
+    exported = tmp_path / "exp"
     before = _contents(exported)
     args = task_args("classification", tmp_path, str(tiny_model), out="exp", epochs=1)
     assert main(args + overwrite) == 1

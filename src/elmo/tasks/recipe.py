@@ -29,11 +29,11 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError, InputFileError
 from elmo.features import LayerStore, cached_layers, layer_rms
 from elmo.finetune import FineTuneConfig, GradualUnfreezer
-from elmo.formats.native import CONFIG_NAME, WEIGHTS_NAME, is_native_dir
+from elmo.formats.native import is_native_dir
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups, parse_mode
-from elmo.pretrained import is_task_run, load_bilm, recorded_tokenizer
+from elmo.pretrained import find_official_pair, is_task_run, load_bilm, recorded_tokenizer
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.data import (
     Batch,
@@ -380,9 +380,9 @@ def _claim_run_dir(out: Path, config: TaskConfig, overwrite: bool) -> None:
         stale.unlink()
     if not any(out.iterdir()) or _same_run(out, config):
         return
-    if is_native_dir(out) and not is_task_run(out):
-        raise ElmoError(f"{out} holds a biLM ({CONFIG_NAME} + {WEIGHTS_NAME}): a task run never "
-                        "replaces a model; choose another --out")
+    if _holds_bilm(out):
+        raise ElmoError(f"{out} holds a biLM: a task run never replaces a model; choose "
+                        "another --out")
     if not overwrite:
         if is_task_run(out):
             raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
@@ -393,6 +393,17 @@ def _claim_run_dir(out: Path, config: TaskConfig, overwrite: bool) -> None:
                         "run's names are replaced)")
     for name in RUN_FILES:
         (out / name).unlink(missing_ok=True)
+
+
+def _holds_bilm(directory: Path) -> bool:
+    """A biLM in our format (not a task run) or one official options/weights pair."""
+    if is_native_dir(directory):
+        return not is_task_run(directory)
+    try:
+        find_official_pair(directory)
+    except ElmoError:
+        return False
+    return True
 
 
 def _train_or_resume(config: TaskConfig, out: Path) -> dict[str, Any]:
