@@ -114,7 +114,7 @@ def test_tiny_real_study_resumes_and_reports(tmp_path, capsys, monkeypatch):
 
     # run again: every run is finished, nothing is trained (the plot exists: --overwrite)
     trained = []
-    monkeypatch.setattr("elmo.tasks.recipe._train", lambda *a: trained.append(a))
+    monkeypatch.setattr("elmo.tasks.recipe.fit", lambda *a: trained.append(a))
     assert main(args) == 1
     assert "se.png already exists" in capsys.readouterr().err
     args.insert(args.index("--"), "--overwrite")

@@ -18,6 +18,7 @@ import pytest
 
 from elmo import save_pretrained
 from elmo.cli import main
+from elmo.embed import Embedder
 from elmo.features import cached_layers
 from tests.conftest import REPO, random_bilm
 from tests.test_task_cli import task_args
@@ -104,6 +105,66 @@ def test_embed_resumes_after_a_kill_past_the_first_save(tmp_path, model_dir, cap
     argv.remove("--quiet")
     assert main(argv) == 0
     assert "32 of 70 lines were embedded before" in capsys.readouterr().err
+
+
+# The child embeds with the Python API: argv[3] "sentence" or "line" keys; a copy count
+# (argv[7] > 0) kills it while OUTPUT is assembled from the segments (with sentence keys no
+# index is written, so no dataset is created then).
+EMBED_FILE = """
+import os, signal, sys
+import h5py
+from elmo.embed import Embedder
+copies, real_copy = [0], h5py.Group.copy
+def dying_copy(*args, **kwargs):
+    copies[0] += 1
+    if copies[0] == int(sys.argv[7]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_copy(*args, **kwargs)
+h5py.Group.copy = dying_copy
+Embedder.from_pretrained(sys.argv[4], batch_size=2).embed_file(
+    sys.argv[5], sys.argv[6], use_sentence_keys=sys.argv[3] == "sentence", progress=False)
+"""
+
+
+# (keys, dataset count, copy count) per kill; a save every 32 lines as above.
+@pytest.mark.parametrize("kills", [
+    [("sentence", 40, 0)],
+    [("sentence", 3, 0), ("sentence", 40, 0)],
+    [("sentence", 40, 0), ("sentence", 10**6, 20)],
+    [("line", 40, 0)],
+], ids=["mid-way", "twice", "resumed-then-assembling", "partial-of-line-keys"])
+def test_embed_file_with_sentence_keys_killed_resumes_to_the_same_file(tmp_path, model_dir,
+                                                                      kills, capsys):
+    """`embed_file(..., use_sentence_keys=True)` killed at any moment: the same call writes
+    the file one uninterrupted call writes (datasets named by the sentences, no index); a
+    partial left by a run with line-number keys is not resumed (the keys are part of the
+    run's identity)."""
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    embedder = Embedder.from_pretrained(model_dir, batch_size=2)
+    reference = embedder.embed_file(src, tmp_path / "ref.hdf5", use_sentence_keys=True,
+                                    progress=False)
+    out = tmp_path / "out.hdf5"
+    for keys, n, copies in kills:
+        assert _killed_at(n, EMBED_FILE, keys, str(model_dir), str(src), str(out),
+                          str(copies)) == -signal.SIGKILL
+        assert not out.exists() and out.with_name("out.hdf5.partial").is_dir()
+    capsys.readouterr()
+    embedder.embed_file(src, out, use_sentence_keys=True)
+    err = capsys.readouterr().err
+    if kills[-1][0] == "sentence":  # killed mid-way, or after every segment was saved
+        done = 70 if kills[-1][2] else 32
+        assert f"{done} of 70 lines were embedded before" in err, err
+    else:
+        assert "starting anew" in err and "resuming" not in err, err
+    got, want = _read(out), _read(reference)
+    assert sorted(got) == sorted(want) == sorted(LINES)  # no sentence_to_index
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    with h5py.File(out, "r") as f:
+        assert dict(f.attrs) == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "model", "out.hdf5",
+                                                         "ref.hdf5"]
 
 
 SENTENCES = [line.split() for line in LINES] * 3

@@ -165,7 +165,7 @@ def test_fine_tune_computes_no_feature_cache(tmp_path, model_dir):
     store = cached_layers(model_dir, flat_sentences(read_label_text(tmp_path / "train")),
                           tmp_path / "other", progress=False)
     saved = load_file(str(tmp_path / "run" / "model.safetensors"))
-    assert saved["elmo.mixes.0.layer_scales"].tolist() == pytest.approx(
+    assert saved["elmo.scalar_mix_0.layer_scales"].tolist() == pytest.approx(
         [1 / r for r in store.layer_rms], rel=1e-5)
 
 

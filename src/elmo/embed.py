@@ -263,14 +263,18 @@ class Embedder:
         shard_index: int = 0,
         dtype: str = "float32",
         overwrite: bool = False,
+        forget_sentences: bool = False,
+        use_sentence_keys: bool = False,
     ) -> Path:
         """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
 
         One dataset per input line (`dtype` float32, or float16 for half the size), named by
         its 0-based number, and a dataset `sentence_to_index` holding JSON that maps each
-        line's text to its number. Lines are split by `self.tokenizer`. Work is saved to
-        the directory `OUTPUT.partial` every `chunk_size` lines, and OUTPUT is assembled from
-        it at the end; re-running after a kill (at any moment) resumes it. An
+        line's text to its number (left out with `forget_sentences`). `use_sentence_keys`
+        names each dataset by its line's text instead (no index); the lines must then be
+        distinct, not empty and without "/". Lines are split by `self.tokenizer`. Work is
+        saved to the directory `OUTPUT.partial` every `chunk_size` lines, and OUTPUT is
+        assembled from it at the end; re-running after a kill (at any moment) resumes it. An
         existing OUTPUT is replaced only if `overwrite`; an OUTPUT that is also the input never.
         With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
         `hdf5_output.merge_shards` joins the parts into the file one process would write.
@@ -286,19 +290,25 @@ class Embedder:
             raise ElmoError("embed reads INPUT several times (to count, resume and index its "
                             "lines): save the text to a file and give its name")
         input_path, output_path = Path(input_path), Path(output_path)
+        keys = "sentence" if use_sentence_keys else "line"
+        index = not (forget_sentences or use_sentence_keys)
         with claim_output(output_path, inputs=[input_path], overwrite=overwrite):
             return self._embed_file(input_path, output_path, layers, encoding_errors, progress,
-                                    num_shards, shard_index, dtype)
+                                    num_shards, shard_index, dtype, keys, index)
 
     def _embed_file(self, input_path: Path, output_path: Path, layers: str,
                     encoding_errors: str, progress: bool, num_shards: int, shard_index: int,
-                    dtype: str) -> Path:
-        """`embed_file` once the output is claimed."""
+                    dtype: str, keys: str, index: bool) -> Path:
+        """`embed_file` once the output is claimed; datasets named by line number or
+        sentence (`keys`), with or without the sentence index."""
         n_lines, input_digest = scan_input(input_path)
         if n_lines == 0:
             raise InputFileError(f"{input_path} is empty: there is nothing to embed")
+        if keys == "sentence":
+            _check_sentence_keys(input_path, encoding_errors)
         own = shard_range(n_lines, num_shards, shard_index, align=self.chunk_size)
         identity = self._run_identity(input_digest, n_lines, layers, encoding_errors, dtype)
+        identity.update(keys=keys, sentence_to_index=str(index))
         if num_shards > 1:
             identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
         partial = PartialOutput(output_path.with_name(output_path.name + ".partial"),
@@ -315,25 +325,28 @@ class Embedder:
             with tqdm(total=len(own), initial=partial.done - own.start, unit="line",
                       disable=not progress, desc=f"embedding {input_path.name}") as bar:
                 for part in _chunks(lines, self.chunk_size):
-                    partial.save(part[-1].number + 1, self._arrays(part, layers, dtype))
+                    partial.save(part[-1].number + 1, self._arrays(part, layers, dtype, keys))
                     bar.update(len(part))
         except InputFileError:
             shutil.rmtree(partial.path)  # a user error: nothing worth resuming
             raise
         with partial.final(output_path) as out:
             empty = partial.assemble(out)
-            # Built from a second pass so that memory stays flat while embedding.
-            write_index(out, _sentence_to_index(input_path, encoding_errors, own))
+            if index:  # built from a second pass so that memory stays flat while embedding
+                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
             if num_shards > 1:  # its identity, for merging
                 out.attrs.update(identity)
-        _warn_empty(input_path, len(empty), min(map(int, empty), default=0))
+        if empty:
+            _warn_empty(input_path, len(empty), _first_line(input_path, encoding_errors, empty,
+                                                            keys))
         return output_path
 
-    def _arrays(self, lines: list[InputLine], layers: str, dtype: str
+    def _arrays(self, lines: list[InputLine], layers: str, dtype: str, keys: str
                 ) -> list[tuple[str, np.ndarray]]:
-        """(name, array) of each line, in input order."""
+        """(name, array) of each line, in input order; named by number or text (`keys`)."""
         arrays = self._embed_chunk([ln.tokens for ln in lines])
-        return [(str(ln.number), select_layers(a, layers).astype(dtype))
+        return [(ln.text if keys == "sentence" else str(ln.number),
+                 select_layers(a, layers).astype(dtype))
                 for ln, a in zip(lines, arrays, strict=True)]
 
     def _run_identity(self, input_digest: str, n_lines: int, layers: str, encoding_errors: str,
@@ -366,6 +379,31 @@ def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict
         if number >= numbers.start:
             index[text.strip()] = str(number)
     return index
+
+
+def _check_sentence_keys(path: Path, encoding_errors: str) -> None:
+    """ElmoError naming the first line that cannot be a dataset name of its own: empty, ".",
+    holding "/" (HDF5 reads these as paths), or equal to an earlier line."""
+    seen: dict[str, int] = {}
+    for number, raw in read_text_lines(path, encoding_errors):
+        text = raw.strip()
+        problem = "is empty" if not text else 'is "."' if text == "." else \
+            'holds "/"' if "/" in text else \
+            f"repeats line {seen[text] + 1}" if text in seen else None
+        if problem:
+            raise ElmoError(f"{path} line {number + 1} {problem}: with sentence keys each line "
+                            "names its own dataset; use line-number keys (the default)")
+        seen[text] = number
+
+
+def _first_line(path: Path, encoding_errors: str, names: list[str], keys: str) -> int:
+    """The smallest 0-based line number among the datasets `names` (line numbers, or the
+    lines' text with sentence keys)."""
+    if keys == "line":
+        return min(map(int, names))
+    texts = set(names)
+    return next(number for number, raw in read_text_lines(path, encoding_errors)
+                if raw.strip() in texts)
 
 
 def _warn_empty(input_path: Path, count: int, first: int) -> None:

@@ -185,7 +185,7 @@ def merge_shards(
     indices = [i for i, _, _ in infos]
     if indices != list(range(n)):
         raise ElmoError(f"merge needs shards 0..{n - 1} once each; got {indices}")
-    sentence_to_index: dict[str, str] = {}
+    sentence_to_index: dict[str, str] | None = None  # None: the run wrote no index
     with claim_output(output, inputs=shards, overwrite=overwrite), \
             atomic_output(output) as tmp, h5py.File(tmp, "w", **NEW_FILE) as out:
         for _, path, _ in infos:
@@ -193,6 +193,8 @@ def merge_shards(
                 for name in f:
                     if name != INDEX:
                         f.copy(f[name], out, name)
-                sentence_to_index.update(read_index(f))
-        write_index(out, sentence_to_index)
+                if INDEX in f:
+                    sentence_to_index = {**(sentence_to_index or {}), **read_index(f)}
+        if sentence_to_index is not None:
+            write_index(out, sentence_to_index)
     return Path(output)

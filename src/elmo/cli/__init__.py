@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from elmo import __version__
-from elmo.cli import analyze, embed, export, merge, perplexity, task, train, vocab
+from elmo.cli import analyze, embed, export, merge, perplexity, serve, task, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "export": export,
     "task": task,
     "analyze": analyze,
+    "serve": serve,
 }
 
 # Commands whose models are small: one thread is as fast, and a second one, on a host whose

@@ -315,7 +315,9 @@ def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
         "task train` (--task, --train, --dev, --test, --format ...) except --out, --elmo, "
         "--seed and --train-fraction. Runs go to OUT/NAME and resume when the command is run "
         "again; OUT/sample_efficiency.json holds every run's score and the summary. Scores "
-        "are on --test when given, else on dev.",
+        "are on --test when given, else on dev. Give --min-updates N after -- so that the "
+        "smallest fractions get N updates too (their epochs then pass over the data several "
+        "times).",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="directory of the runs")
     p.add_argument("--model", default="default",
@@ -391,7 +393,7 @@ def _run_sample_efficiency(args: argparse.Namespace, parser: argparse.ArgumentPa
         print(json.dumps(result))
         return 0
     print(f"{split} {metric} (mean ± std over {len(args.seeds)} seed(s)); runs in {args.out}")
-    print(format_table(["system", "fraction", "train examples", "mean", "std"],
-                       [[r["system"], f"{r['fraction']:g}", r["n_train"], r["mean"], r["std"]]
-                        for r in summary], digits=2))
+    print(format_table(["system", "fraction", "train examples", "updates", "mean", "std"],
+                       [[r["system"], f"{r['fraction']:g}", r["n_train"], r["updates"],
+                         r["mean"], r["std"]] for r in summary], digits=2))
     return 0

@@ -1,4 +1,5 @@
-"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text and TSV.
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
+SQuAD-layout JSON (`elmo.tasks.squad`).
 
 Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
+from elmo.tasks.squad import read_squad
 from elmo.textfile import read_lines
 from elmo.tokenize import get_tokenizer
 
-FORMATS = ("conll", "conllu", "label-text", "tsv")
+FORMATS = ("conll", "conllu", "label-text", "tsv", "squad")
 SCHEMES = ("iob1", "iob2", "bioes")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
@@ -42,6 +44,10 @@ class TaggedSentence:
         if tag is not None:
             self.tags.append(tag)
 
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens]
+
 
 @dataclass
 class LabeledText:
@@ -52,6 +58,10 @@ class LabeledText:
     line: int = 0
     row: str = field(default="", repr=False)  # the source line
     header: list[str] | None = field(default=None, repr=False)  # tsv: the column names
+
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens]
 
 
 @dataclass
@@ -64,6 +74,10 @@ class LabeledPair:
     line: int = 0
     row: str = field(default="", repr=False)
     header: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens_a, self.tokens_b]
 
 
 Example = TaggedSentence | LabeledText | LabeledPair
@@ -279,7 +293,7 @@ def read_tsv(
 def read_dataset(path: str | Path, format: str, **options) -> list:
     """Read `path` in `format` (one of FORMATS) with that reader's keyword options."""
     readers = {"conll": read_conll, "conllu": read_conllu, "label-text": read_label_text,
-               "tsv": read_tsv}
+               "tsv": read_tsv, "squad": read_squad}
     if format not in readers:
         raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
     return readers[format](path, **options)
