@@ -161,9 +161,10 @@ def write_examples(task: Task, header: list[str], examples: list[str], out: Path
 
 def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size)
-    written under `work/data/`. Dev and test examples with a label the training slice lacks
-    (a model cannot predict it; small slices only) are left out and counted."""
-    from elmo.tasks.data import targets_of
+    written under `work/data/`. Every dev and test example is kept and scored: gold labels
+    (span types) the training slice lacks count as errors the model cannot avoid, and are
+    recorded under "unseen" (label -> gold items)."""
+    from elmo.tasks.data import build_labels, unseen_targets
     from elmo.tasks.readers import read_dataset
 
     if task.format == "squad":
@@ -178,18 +179,12 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, An
     train_size = args.train_size if args.train_size is not None else task.full_train_size
     files: dict[str, Any] = {
         "train": write_examples(task, header, train[:train_size], folder / "train")}
-    known = {t for e in read_dataset(files["train"], task.format, **task.options)
-             for t in targets_of(e)}
-    files["left_out"] = {}
+    labels = build_labels(read_dataset(files["train"], task.format, **task.options))
+    files["unseen"] = {}
     for split, examples, size in (("dev", dev, args.dev_size), ("test", test, args.test_size)):
-        examples = examples[:size]
-        path = write_examples(task, header, examples, folder / split)
-        parsed = read_dataset(path, task.format, **task.options)
-        assert len(parsed) == len(examples), f"{path}: one example per block or line"
-        kept = [text for text, e in zip(examples, parsed, strict=True)
-                if set(targets_of(e)) <= known]
-        files[split] = write_examples(task, header, kept, path)
-        files["left_out"][split] = len(examples) - len(kept)
+        files[split] = write_examples(task, header, examples[:size], folder / split)
+        parsed = read_dataset(files[split], task.format, **task.options)
+        files["unseen"][split] = dict(unseen_targets(parsed, labels, task.options.get("scheme")))
     return files
 
 
@@ -201,7 +196,7 @@ def squad_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, A
         data = json.load(f)
     first, last = task.articles
     articles = data["data"]
-    files: dict[str, Any] = {"left_out": {"dev": 0, "test": 0}}
+    files: dict[str, Any] = {"unseen": {"dev": {}, "test": {}}}  # spans have no labels
     for split, chosen, size in (("train", articles[:first], args.train_size),
                                 ("dev", articles[first:last], args.dev_size),
                                 ("test", articles[last:], args.test_size)):
@@ -325,7 +320,7 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
         for _, column, _, files in (c for c in cells if c[0] is task):
             runs = [results[task.name, column, seed] for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
-            row[column] = {"mean": statistics.fmean(scores), "left_out": files["left_out"],
+            row[column] = {"mean": statistics.fmean(scores), "unseen": files["unseen"],
                            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
                            "metric": runs[0]["metric"], "runs": runs}
             if "test_exact_match" in runs[0]:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from elmo.errors import InputFileError
 from elmo.tasks.data import (
     Encoded,
     build_labels,
     build_vocab,
-    check_labels,
     held_out_split,
     nested_sample,
     sentence_layout,
+    unseen_targets,
+    warn_unseen,
 )
 from elmo.tasks.encoder import PAD, UNK
 from elmo.tasks.readers import LabeledPair, TaggedSentence
@@ -86,9 +86,13 @@ def test_splits_are_fixed_and_disjoint():
         nested_sample(10, 0.0, 0)
 
 
-def test_label_checks_name_file_and_line():
-    dev = [TaggedSentence(["a"], ["B-Y"], line=7)]
-    with pytest.raises(InputFileError, match=r"dev.txt, line 7: label 'B-Y' never occurs in "
-                       r"the training file train.txt \(its labels: B-X, O\)"):
-        check_labels(dev, ["B-X", "O"], "dev.txt", "train.txt")
-    check_labels(dev, ["B-Y"], "dev.txt", "train.txt")  # known labels pass
+def test_unseen_labels_are_counted_and_named_in_one_warning():
+    dev = [TaggedSentence(["a", "b"], ["B-Y", "B-Y"], line=7),
+           TaggedSentence(["c"], ["I-Z"], line=9)]
+    assert unseen_targets(dev, ["B-X", "O"]) == {"B-Y": 2, "I-Z": 1}
+    assert unseen_targets(dev, ["I-Y", "O"], "iob1") == {"Z": 1}  # the type Y is known
+    assert unseen_targets(dev, ["B-Y", "I-Z"]) == {}
+    with pytest.warns(UserWarning, match=r"dev.txt: tags 'B-Y' \(2 gold tags\), 'I-Z' \(1 "
+                      r"gold tag\) never occur in the training file train.txt; the model "
+                      r"cannot predict them, so they count as errors"):
+        warn_unseen(dev, ["B-X", "O"], "dev.txt", "train.txt")

@@ -27,6 +27,10 @@ SUBCOMMANDS = {
     "serve": serve,
 }
 
+# Commands whose models are small: one thread is as fast, and a second one, on a host whose
+# cores are busy, makes them several times slower (OpenMP threads wait for each other).
+SMALL_MODEL_COMMANDS = ("task", "analyze")
+
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"elmo: warning: {message}", file=sys.stderr)
@@ -37,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elmo", description="ELMo: deep contextualized word representations."
     )
     parser.add_argument("--version", action="version", version=f"elmo {__version__}")
-    threads_help = "CPU threads for torch (default: torch's choice, usually one per core)"
+    threads_help = ("CPU threads for torch (default: 1 for task and analyze, whose models "
+                    "are small; torch's choice, usually one per core, for the others)")
     # before or after COMMAND; two names, as a subcommand's default would hide the first
     parser.add_argument("--threads", type=int, metavar="N", dest="threads_before",
                         help=threads_help)
@@ -71,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     threads = args.threads if args.threads is not None else args.threads_before
+    if threads is None and args.command in SMALL_MODEL_COMMANDS \
+            and "OMP_NUM_THREADS" not in os.environ:
+        threads = 1  # more threads than free cores slow these down 3-7x (docs/robustness.md)
     if threads is not None:
         if threads < 1:
             args.command_parser.error("--threads must be at least 1")

@@ -25,9 +25,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
         "MODEL is a released name (small, medium, original, original-5.5B), 'default', a "
         "directory in our format, or a directory holding one official options/weights pair; "
-        "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
-        "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
-        "replaced only with --overwrite; a missing directory is created. AllenNLP's "
+        "or give --options and --weights instead. Work is saved in the directory OUTPUT.partial "
+        "and OUTPUT assembled from it; the same command resumes a killed run. An existing OUTPUT "
+        "is replaced only with --overwrite; a missing directory is created. AllenNLP's "
         "`allennlp elmo` flags work too (--all/--top/--average, --options-file, --weight-file, "
         "--cuda-device, --forget-sentences, --use-sentence-keys); add --stateful for its "
         "numbers.",

@@ -71,8 +71,9 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
     group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
-                      help="label-text and tsv sentences, squad passages and questions "
-                      "(Chinese: chars)")
+                       help="label-text and tsv sentences, squad passages and questions "
+                       "(default: the tokenizer --elmo records, as `elmo embed`; else "
+                       "whitespace; Chinese: chars)")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
                       help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
@@ -96,7 +97,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       help="instead of --dev: hold out this fraction of --train (the same part "
                       "in every run)")
     data.add_argument("--test", metavar="FILE", help="scored with the best model at the end")
-    data.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    data.add_argument("--out", required=True, metavar="DIR", help="run directory: new, empty, "
+                      "or this run's (resumed)")
     _format_options(data)
     data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
                       help="train on this fraction of --train, sampled with --seed (the "
@@ -159,6 +161,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
     train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run of other options in --out, or write into a directory "
+                   "that holds other files (a biLM directory is never replaced)")
     _runtime_options(p)
     p.set_defaults(run=run_train)
 
@@ -213,7 +218,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     options = {k: v for k, v in vars(args).items() if k in TaskConfig.__dataclass_fields__}
-    result = train_task(TaskConfig(**options, progress=not args.quiet))
+    result = train_task(TaskConfig(**options, progress=not args.quiet), args.overwrite)
     if not args.quiet:
         test = f", test {result['test']:.2f}" if result.get("test") is not None else ""
         print(f"{result['metric']}: dev {result['dev']:.2f} (epoch {result['best_epoch']})"
@@ -248,6 +253,7 @@ def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                "tsv": ("text_columns", "label_column", "tokenizer"),
                "squad": ("tokenizer",)}[args.format]
     with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        args.tokenizer = args.tokenizer or "whitespace"  # no biLM here to record one
         n = export_text(args.input, args.output, args.format,
                         encoding_errors=args.encoding_errors,
                         **{k: getattr(args, k) for k in options})

@@ -10,6 +10,8 @@ into K*B rows (all first sentences, then all second ones), the layout `elmo.task
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from torch.nn.utils.rnn import pad_sequence
 from elmo.chars import batch_to_ids
 from elmo.errors import InputFileError
 from elmo.tasks.encoder import PAD, UNK
+from elmo.tasks.metrics import span_types
 from elmo.tasks.readers import TaggedSentence
 
 SPECIAL_WORDS = ("<pad>", "<unk>")
@@ -103,18 +106,49 @@ def require_targets(examples: Sequence, path: str | Path) -> None:
                                  "options)")
 
 
-def check_labels(examples: Sequence, labels: Sequence[str], path: str | Path,
-                 train_path: str | Path) -> None:
-    """Every gold tag or label of `examples` must occur in the training file."""
-    known = set(labels)
-    for example in examples:
-        unseen = [t for t in targets_of(example) if t not in known]
-        if unseen:
-            raise InputFileError(
-                f"{path}, line {example.line}: label {unseen[0]!r} never occurs in the "
-                f"training file {train_path} (its labels: {', '.join(labels)}); the model "
-                "cannot predict it. Fix the label or add examples of it to the training data"
-            )
+def unseen_targets(examples: Sequence, labels: Sequence[str], scheme: str | None = None
+                   ) -> Counter[str]:
+    """The gold labels (tags; with a span `scheme`, span types) of `examples` that the training
+    labels lack, and how many gold items (labels, tags, spans) each covers."""
+    if scheme is None:
+        known = set(labels)
+        return Counter(t for e in examples for t in targets_of(e) if t not in known)
+    known = {t[2:] for t in labels if t != "O"}
+    return Counter(t for e in examples for t in span_types(e.tags, scheme) if t not in known)
+
+
+def warn_unseen(examples: Sequence, labels: Sequence[str], path: str | Path,
+                train_path: str | Path, scheme: str | None = None) -> None:
+    """One warning naming the gold labels of `examples` that never occur in the training
+    file, with how many gold items each covers: the model cannot predict them, so they count
+    as errors (every example is still scored)."""
+    unseen = unseen_targets(examples, labels, scheme)
+    if not unseen:
+        return
+    tagging = isinstance(examples[0], TaggedSentence)
+    kind, unit = ("span type", "span") if scheme else ("tag", "tag") if tagging else \
+        ("label", "label")
+    one = len(unseen) == 1
+    items = ", ".join(f"{k!r} ({n} gold {unit}{'s' * (n != 1)})"
+                      for k, n in sorted(unseen.items()))
+    warnings.warn(f"{path}: {kind}{'' if one else 's'} {items} never occur{'s' * one} in the "
+                  f"training file {train_path}; the model cannot predict "
+                  f"{'it' if one else 'them'}, so {'it counts' if one else 'they count'} as "
+                  "errors", stacklevel=3)  # the recipe's line (via its TaskType): a
+    # warning shows once per line, and training and evaluating warn from different lines
+
+
+def warn_label_like_text(examples: Sequence, labels: Sequence[str], path: str | Path,
+                         format: str) -> None:
+    """Warn when most labels occur once among many: the labels are likely words of text (a
+    file in another format, or the wrong label column)."""
+    counts = Counter(targets_of(e)[0] for e in examples)
+    once = sum(1 for n in counts.values() if n == 1)
+    if len(labels) > 20 and once > len(labels) / 2:
+        warnings.warn(f"{path}: {len(labels)} distinct labels, {once} of them on one line "
+                      f"only: is this file in --format {format}? (label-text: 'LABEL "
+                      "sentence' per line; tsv: --label-column names the label); check "
+                      "--format", stacklevel=3)  # the recipe's line (via its TaskType)
 
 
 @dataclass

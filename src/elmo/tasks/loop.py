@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,8 +52,7 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
     else:
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
     if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
-        with run.feature_store(train_all) as train_store:
-            model.set_layer_scales([1 / r for r in train_store.layer_rms])
+        model.set_layer_scales([1 / r for r in run.layer_rms(train_all)])
     state = {"epoch": 0, "best_score": None, "best_epoch": 0, "seconds": 0.0}
     bad_epochs = 0
     checkpoint_path = out / CHECKPOINT_NAME
@@ -63,6 +63,9 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
         restore_rng(ckpt.ranks[0].rng)
         state, bad_epochs = ckpt.ranks[0].stream, ckpt.bad_evals
         _keep_metrics_until(out / "metrics.jsonl", state["epoch"])
+        if config.progress:
+            print(f"elmo: resuming {out} after epoch {state['epoch']} of {config.epochs}",
+                  file=sys.stderr)
     store = run.layers(train_all)
     while state["epoch"] < config.epochs and bad_epochs < config.patience:
         start = time.perf_counter()
@@ -79,11 +82,12 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
             _save_model(out, model)
         else:
             bad_epochs += 1
+        # the epoch's line first: a kill before the checkpoint is saved leaves a line that
+        # the resumed run drops, never an epoch without its line
+        _keep_metrics_until(out / "metrics.jsonl", state["epoch"] - 1, json.dumps(line))
         save_checkpoint(checkpoint_path, Checkpoint(
             step=state["epoch"], model=model.saved_state(), optimizer=optimizer.state_dict(),
             ranks=[RankState(dict(state), None, capture_rng())], bad_evals=bad_epochs))
-        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
         if config.progress:
             tqdm.write(f"epoch {state['epoch']}: loss {line['train_loss']:.4f}, dev "
                        f"{config.metric} {dev_score:.2f} (best {state['best_score']:.2f})")
@@ -131,9 +135,9 @@ def _save_model(out: Path, model: TaskModel) -> None:
     atomic_write_text(out / "layer_weights.json", json.dumps(model.layer_weights(), indent=2))
 
 
-def _keep_metrics_until(path: Path, epoch: int) -> None:
-    """Drop metrics.jsonl lines of epochs after the checkpoint's (a run killed in between)."""
-    if path.exists():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if json.loads(line)["epoch"] <= epoch]
-        atomic_write_text(path, "".join(line + "\n" for line in kept))
+def _keep_metrics_until(path: Path, epoch: int, *new_lines: str) -> None:
+    """Rewrite metrics.jsonl (atomically) with its lines of epochs up to `epoch` (those after
+    the checkpoint's are of a run killed in between), then `new_lines`."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    kept = [line for line in lines if json.loads(line)["epoch"] <= epoch]
+    atomic_write_text(path, "".join(line + "\n" for line in [*kept, *new_lines]))

@@ -23,6 +23,12 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     return out
 
 
+def span_types(tags: Sequence[str], scheme: str) -> list[str]:
+    """The type of each span in `tags` (in `scheme`), in order: the tags that start one."""
+    tags = iob1_to_iob2(tags) if scheme == "iob1" else tags
+    return [t[2:] for t in tags if t[:2] in ("B-", "S-")]
+
+
 def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
             scheme: str = "iob2") -> float:
     """Micro-averaged F1 of exact spans (CoNLL's measure) for tag sequences in `scheme`

@@ -163,21 +163,27 @@ def read_conll(
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
 
+    first_row: list[int] = []  # the line number and column count of the file's first row
+
     def parse_row(number: int, text: str, sentence: TaggedSentence):
         columns = text.split()
         if columns[0] == DOCSTART:
             return None, None
+        if not first_row:
+            first_row.extend((number, len(columns)))
+        elif len(columns) != first_row[1]:
+            conllu = text.count("\t") == 9 or text.startswith("#")
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} columns, but line {first_row[0]} has "
+                f"{first_row[1]} columns; every row of a CoNLL file needs the same columns"
+                + (" (this looks like CoNLL-U: --format conllu reads it)" if conllu else "")
+            )
         if not -len(columns) <= token_column < len(columns):
             raise InputFileError(
                 f"{path}, line {number}: {len(columns)} column(s), no token column "
                 f"{token_column}; check --token-column"
             )
         tag_index = _tag_index(len(columns), token_column, tag_column)
-        if sentence.tokens and (tag_index is None) != (not sentence.tags):
-            raise InputFileError(
-                f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
-                "before it in this sentence; every line needs the same columns"
-            )
         tag = None if tag_index is None else columns[tag_index]
         if tag is not None:
             _check_tags(path, number, tag, scheme)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,14 +23,16 @@ import torch
 from safetensors.torch import load_file
 from tqdm import tqdm
 
-from elmo.atomic import atomic_write_text
+from elmo.atomic import atomic_write_text, output_lock
 from elmo.device import resolve_device
-from elmo.errors import ElmoError
-from elmo.features import LayerStore, cached_layers
+from elmo.embed import Embedder
+from elmo.errors import ElmoError, InputFileError
+from elmo.features import LayerStore, cached_layers, layer_rms
+from elmo.formats.native import is_native_dir
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parse_mode
-from elmo.pretrained import load_bilm
+from elmo.pretrained import find_official_pair, is_task_run, load_bilm, recorded_tokenizer
 from elmo.tasks.data import (
     Batch,
     Encoded,
@@ -47,7 +50,11 @@ from elmo.tasks.word_vectors import load_word_vectors, vector_dim
 from elmo.training.checkpoint import (
     CHECKPOINT_NAME,
 )
+from elmo.training.prepare import check_out_dir
 
+# the files of a run directory
+RUN_FILES = ("config.json", "vocab.txt", "model.safetensors", "layer_weights.json",
+             "metrics.jsonl", CHECKPOINT_NAME, "result.json")
 # options that may change when a run is resumed
 RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir")
 
@@ -70,7 +77,8 @@ class TaskConfig:
     tag: str = "upos"  # conllu: upos | xpos
     text_columns: list[str] | None = None  # tsv
     label_column: str | None = None  # tsv
-    tokenizer: str = "whitespace"  # label-text, tsv, squad
+    tokenizer: str | None = None  # label-text, tsv, squad (None: the one --elmo records,
+    # else whitespace)
     encoding_errors: str = "strict"
     # ELMo
     elmo: str | None = None  # a model `elmo embed` takes; None: the task model alone
@@ -109,13 +117,22 @@ class TaskConfig:
             self.elmo = str(Path(self.elmo).resolve())
         if self.task in TASKS and self.metric is None:
             self.metric = TASKS[self.task].default_metric(self)
+        if self.tokenizer is None:  # as `elmo embed`: the tokenizer the biLM was trained with
+            recorded = recorded_tokenizer(self.elmo) if self.elmo and \
+                self.format in ("label-text", "tsv", "squad") else None
+            self.tokenizer = recorded or "whitespace"
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
                    "scheme": (*SCHEMES, None), "tag": ("upos", "xpos")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ElmoError(f"--{name.replace('_', '-')} must be one of "
                                 f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
-        parse_mode(self.elmo_mix, mixture_size=1000)  # a ValueError naming a bad mode
+        if self.elmo_mix.startswith("layer:"):  # K's bound is checked when the biLM loads
+            if not self.elmo_mix.removeprefix("layer:").isdigit():
+                raise ElmoError(f"--elmo-mix {self.elmo_mix}: layer:K needs a whole number "
+                                "K >= 0 (0: the context-free token layer)")
+        else:
+            parse_mode(self.elmo_mix, mixture_size=1)  # a ValueError naming a bad mode
         kind = TASKS[self.task]
         if self.format not in kind.formats:
             raise ElmoError(f"--task {self.task} reads --format {' or '.join(kind.formats)}, "
@@ -127,9 +144,7 @@ class TaskConfig:
             raise ElmoError("--freeze-word-vectors needs --word-vectors FILE")
         if self.embedding_dim is None:
             self.embedding_dim = vector_dim(self.word_vectors) if self.word_vectors else 100
-        if self.min_updates < 0 or self.max_answer_tokens < 1:
-            raise ElmoError("--min-updates must be at least 0 and --max-answer-tokens at "
-                            "least 1")
+        self._check_numbers()
         if self.format == "tsv":
             wanted = 2 if self.task == "pair" else 1
             if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
@@ -143,6 +158,26 @@ class TaskConfig:
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
             raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
                             "and --scheme iob1, iob2 or bioes")
+
+    def _check_numbers(self) -> None:
+        """ElmoError naming every option whose number is out of range."""
+        checks = [
+            (self.epochs >= 1, "--epochs must be >= 1"),
+            (self.patience >= 1, "--patience must be >= 1"),
+            (self.batch_size >= 1, "--batch-size must be >= 1"),
+            (self.lr > 0, "--lr must be > 0"),
+            (self.mix_lr > 0, "--mix-lr must be > 0"),
+            (self.l2 >= 0, "--l2 must be >= 0"),
+            (0 <= self.elmo_dropout < 1, "--elmo-dropout must be in [0, 1)"),
+            (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+            (self.embedding_dim >= 1, "--embedding-dim must be >= 1"),
+            (self.hidden_dim >= 1, "--hidden-dim must be >= 1"),
+            (self.min_updates >= 0, "--min-updates must be >= 0"),
+            (self.max_answer_tokens >= 1, "--max-answer-tokens must be >= 1"),
+        ]
+        errors = [message for ok, message in checks if not ok]
+        if errors:
+            raise ElmoError("; ".join(errors))
 
     def reader_options(self, labeled: bool = True) -> dict[str, Any]:
         """The reader's keyword options for `format` (no tag check when not `labeled`)."""
@@ -166,6 +201,9 @@ class TaskConfig:
 def run_config(run_dir: str | Path, **overrides: Any) -> tuple[TaskConfig, list[str]]:
     """The TaskConfig (with `overrides`) and labels of a run directory with a model."""
     run_dir = Path(run_dir)
+    if is_native_dir(run_dir) and not is_task_run(run_dir):
+        raise ElmoError(f"{run_dir} is a biLM, not a task run (made by elmo task train): give "
+                        "the --out directory of `elmo task train`")
     if not (run_dir / "model.safetensors").is_file():
         raise ElmoError(f"{run_dir} holds no trained task model (model.safetensors); "
                         "train one with `elmo task train --out DIR`")
@@ -220,6 +258,18 @@ class Run:
     def feature_store(self, examples: list) -> LayerStore:
         """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return feature_store(self.bilm, examples, self.config)
+
+    def layer_rms(self, examples: list) -> list[float]:
+        """Each biLM layer's RMS over `examples`' sentences: from the feature cache, or, when
+        the biLM is fine-tuned (no cache), computed as they are embedded."""
+        if not self.config.fine_tune:
+            with self.feature_store(examples) as store:
+                return store.layer_rms
+        embedder = Embedder(self.bilm, device=self.device)
+        sentences = flat_sentences(examples)
+        layers = tqdm(embedder.iter_embeddings(sentences), total=len(sentences),
+                      unit="sentence", desc="layer scales", disable=not self.config.progress)
+        return layer_rms((a for _, a in layers), self.bilm.num_layers)
 
     def layers(self, examples: list) -> LayerStore | None:
         """The layers the model reads for `examples`: None without ELMo or when the biLM is
@@ -279,6 +329,9 @@ def feature_store(bilm: BiLM, examples: list, config: TaskConfig) -> LayerStore:
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
     """`path` read in the run's format; `labeled`: tags or labels checked and required."""
     examples = read_dataset(path, config.format, **config.reader_options(labeled))
+    if labeled and config.format == "tsv" and config.label_column not in examples[0].header:
+        raise InputFileError(f"{path}: no column {config.label_column!r} in the header; it "
+                             f"has {', '.join(examples[0].header)}. Check --label-column")
     if labeled:
         TASKS[config.task].require_targets(examples, path)
     return examples
@@ -290,16 +343,17 @@ def read_splits(config: TaskConfig) -> tuple[list, list, list | None, list[str]]
     kind = TASKS[config.task]
     train_all = read_split(config, config.train)
     labels = kind.labels(train_all)
+    kind.check_training(train_all, labels, config)
     if config.dev:
         dev = read_split(config, config.dev)
-        kind.check_labels(dev, labels, config.dev, config.train)
+        kind.warn_unseen(dev, labels, config.dev, config)
     else:  # the same held-out part for every seed and fraction
         kept, held = held_out_split(len(train_all), config.dev_fraction)
         train_all, dev = [train_all[i] for i in kept], [train_all[i] for i in held]
     test = None
     if config.test:
         test = read_split(config, config.test)
-        kind.check_labels(test, labels, config.test, config.train)
+        kind.warn_unseen(test, labels, config.test, config)
     return train_all, dev, test, labels
 
 
@@ -315,10 +369,58 @@ def compute_features(config: TaskConfig) -> None:
             feature_store(bilm, examples, config).close()
 
 
-def train_task(config: TaskConfig) -> dict[str, Any]:
+def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
     """Train (or resume, or return the result of) the run `config.out`; returns the result:
-    metric, best dev score, test score (with a test file), best epoch, layer weights."""
+    metric, best dev score, test score (with a test file), best epoch, layer weights.
+
+    `config.out` must be new, empty, or this run's (resumed); a run of other options is
+    replaced, and other files kept beside the run, only with `overwrite`; a biLM never. One
+    process at a time writes it ("another process is writing OUT")."""
     out = Path(config.out)
+    check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):
+        _claim_run_dir(out, config, overwrite)
+        return _train_or_resume(config, out)
+
+
+def _claim_run_dir(out: Path, config: TaskConfig, overwrite: bool) -> None:
+    """Refuse `out` unless it is new, empty or this run's; with `overwrite`, delete another
+    run's files (or ours among foreign files) so that the run starts anew."""
+    if not out.is_dir():
+        return
+    for stale in out.glob(".*.tmp"):  # left by a writer that was killed
+        stale.unlink()
+    if not any(out.iterdir()) or _same_run(out, config):
+        return
+    if _holds_bilm(out):
+        raise ElmoError(f"{out} holds a biLM: a task run never replaces a model; choose "
+                        "another --out")
+    if not overwrite:
+        if is_task_run(out):
+            raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
+                            "another --out, the same options to resume it, or --overwrite to "
+                            "replace it")
+        raise ElmoError(f"{out} is not empty and holds no task run: choose a new or empty "
+                        "--out, or pass --overwrite to write the run into it (files of the "
+                        "run's names are replaced)")
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def _holds_bilm(directory: Path) -> bool:
+    """A biLM in our format (not a task run) or one official options/weights pair."""
+    if is_native_dir(directory):
+        return not is_task_run(directory)
+    try:
+        find_official_pair(directory)
+    except ElmoError:
+        return False
+    return True
+
+
+def _train_or_resume(config: TaskConfig, out: Path) -> dict[str, Any]:
+    """`train_task` once `out` is claimed."""
     if (out / "result.json").is_file() and _same_run(out, config):
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         if result["epochs"] >= config.epochs or result["early_stopped"]:
@@ -329,9 +431,6 @@ def train_task(config: TaskConfig) -> dict[str, Any]:
     sample = nested_sample(len(train_all), config.train_fraction, config.seed)
     vocab = build_vocab([train_all[i] for i in sample])
     checkpoint_path = out / CHECKPOINT_NAME
-    if checkpoint_path.exists() and not _same_run(out, config):
-        raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
-                        "another --out, or the same options to resume it")
     resumed = checkpoint_path.exists()
     saved_model = json.loads((out / "config.json").read_text(encoding="utf-8"))["model"] \
         if resumed else None
@@ -389,11 +488,33 @@ def _test_result(config: TaskConfig) -> dict[str, Any]:
             "test_file": config.test, "n_test": len(test)}
 
 
+def _warn_unfinished(run_dir: Path, config: TaskConfig) -> None:
+    """Warn when the run has not finished training (it has no result.json)."""
+    if not (run_dir / "result.json").is_file():
+        metrics = run_dir / "metrics.jsonl"
+        done = len(metrics.read_text(encoding="utf-8").splitlines()) if metrics.exists() else 0
+        warnings.warn(f"{run_dir}: training is incomplete ({done} of {config.epochs} epochs): "
+                      "the best model so far is used; run the same `elmo task train` command "
+                      "to finish it", stacklevel=3)
+
+
+def _warn_missing_placeholders(examples: list, labels: list[str], path: str) -> None:
+    """label-text lines start with a label: warn when their first words look like text (more
+    than one distinct word that is not a label), since that word is not predicted on."""
+    unknown = [e.label for e in examples if e.label not in labels]
+    if len(set(unknown)) > 1:
+        warnings.warn(f"{path}: {len(unknown)} lines start with a word that is not one of the "
+                      f"run's labels ({', '.join(labels)}); label-text lines are 'LABEL "
+                      "sentence', so each first word was read as the label, not as text. Put "
+                      "a placeholder label (such as _) before each sentence", stacklevel=3)
+
+
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
     config, labels = run_config(run_dir, **overrides)  # the file is read before the model
+    _warn_unfinished(Path(run_dir), config)
     examples = read_split(config, test)
-    TASKS[config.task].check_labels(examples, labels, test, config.train)
+    TASKS[config.task].warn_unseen(examples, labels, test, config)
     run = Run.load(run_dir, **overrides)
     return {"metric": run.config.metric, **run.evaluate(examples), "n": len(examples),
             "file": str(test), "run": str(run_dir)}
@@ -403,7 +524,11 @@ def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overr
     """Write the run's predictions for `input_path` to `output_path`: in the input's format
     with tags or labels replaced (or added where it has none); SQuAD's {question id: answer
     text} for spans. Returns the number of examples."""
-    examples = read_split(run_config(run_dir, **overrides)[0], input_path, labeled=False)
+    config, labels = run_config(run_dir, **overrides)
+    _warn_unfinished(Path(run_dir), config)
+    examples = read_split(config, input_path, labeled=False)
+    if config.format == "label-text":
+        _warn_missing_placeholders(examples, labels, input_path)
     run = Run.load(run_dir, **overrides)
     run.kind.write_predictions(output_path, examples, run.predict(examples), run.config)
     return len(examples)

@@ -14,7 +14,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from elmo.tasks.data import build_labels, check_labels, require_targets, targets_of
+from elmo.tasks.data import (
+    build_labels,
+    require_targets,
+    targets_of,
+    warn_label_like_text,
+    warn_unseen,
+)
 from elmo.tasks.metrics import accuracy, span_f1
 from elmo.tasks.readers import TaggedSentence, write_predictions
 
@@ -40,9 +46,13 @@ class TaskType:
         """Every example must have what training and scoring need."""
         raise NotImplementedError
 
-    def check_labels(self, examples: Sequence, labels: Sequence[str], path: str | Path,
-                     train_path: str | Path) -> None:
-        """Targets of a dev or test file must be ones the model can predict."""
+    def check_training(self, examples: Sequence, labels: Sequence[str], config: Any) -> None:
+        """Warn when the training file looks misread (another format, a wrong column)."""
+
+    def warn_unseen(self, examples: Sequence, labels: Sequence[str], path: str | Path,
+                    config: Any) -> None:
+        """Warn about targets of a dev or test file that the model cannot predict (they are
+        still scored, as errors)."""
 
     def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
         """The model config's fields that depend on the task (beyond the encoder's)."""
@@ -89,9 +99,13 @@ class LabelTask(TaskType):
     def require_targets(self, examples: Sequence, path: str | Path) -> None:
         require_targets(examples, path)
 
-    def check_labels(self, examples: Sequence, labels: Sequence[str], path: str | Path,
-                     train_path: str | Path) -> None:
-        check_labels(examples, labels, path, train_path)
+    def check_training(self, examples: Sequence, labels: Sequence[str], config: Any) -> None:
+        if not self.tagging:
+            warn_label_like_text(examples, labels, config.train, config.format)
+
+    def warn_unseen(self, examples: Sequence, labels: Sequence[str], path: str | Path,
+                    config: Any) -> None:
+        warn_unseen(examples, labels, path, config.train, config.scheme)
 
     def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
         return {"num_labels": len(labels)}
