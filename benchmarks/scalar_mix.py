@@ -111,7 +111,7 @@ def run(variant: dict[str, Any], data, n_tags: int, dim: int, args, seed: int) -
             correct += int(((pred == gold) & mask).sum())
             total += int(mask.sum())
     return {"dev_accuracy": 100 * correct / total, "weights": mix.weights(),
-            "s": mix.scalar_parameters.detach().tolist(), "gamma": mix.gamma.item(),
+            "s": mix.scalar_parameters_tensor().detach().tolist(), "gamma": mix.gamma.item(),
             "seconds": time.perf_counter() - start}
 
 

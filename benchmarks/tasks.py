@@ -1,24 +1,49 @@
-"""+ELMo on five tasks (the paper's Tables 1-3 in small): test scores of task models trained
+"""+ELMo on six tasks (the paper's Tables 1-3 in small): test scores of task models trained
 through `elmo.tasks.recipe.train_task` with and without the biLM's layers, mean and std over
 seeds; the epoch speed over cached layers against recomputing the biLM (the shipped biLM, and
 one of the paper's size with random weights); peak memory against dataset size.
 
-Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy),
-SICK entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when
-there is none). Columns: the task model alone; layer 0 only (static, context-free); the top
-layer only; the average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the task
-RNN's input and output; an adapted biLM (`elmo train --init-from` on the task's training text,
-on EWT POS and SST-5); the biLM fine-tuned inside the task model (SST-5).
+Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy), SICK
+entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when there
+is none), SQuAD v1.1 (F1 and exact match; its dev set split by article as its README says:
+articles 1-34 train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens;
+BiLSTMs of 64 per direction, as a CPU affords; four columns). Columns: the task model alone;
+layer 0 only (static, context-free); the top layer only; the average; a learned mix with lambda
+0.001 and with lambda 1; ELMo at the task RNN's input and output; an adapted biLM (`elmo train
+--init-from` on the task's training text, on EWT POS and SST-5); the biLM fine-tuned inside the
+task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
 (whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
-after another; then the 114 task runs (5 epochs each) go `--jobs` at a time, each in its own
-process. With the defaults and `--jobs 2` (both cores) the whole benchmark took 107 minutes on
-this machine (2026-11-22; two adaptations of 7-8 minutes, the runs 20 s to 6 minutes each);
-`--jobs 1` takes about twice as long for the runs. The JSON records the wall time.
+after another; then the task runs (114 without SQuAD; 5 epochs each) go `--jobs` at a time,
+each in its own process. With the defaults and `--jobs 2` (both cores) the whole benchmark took
+107 minutes on this machine (2026-11-22, before SQuAD; two adaptations of 7-8 minutes, the runs
+20 s to 6 minutes each); `--jobs 1` takes about twice as long for the runs. The JSON records
+the wall time.
 
     python benchmarks/tasks.py --jobs 2 [--seeds 3 --epochs 5 --train-size 2000 --dev-size 1000]
     python benchmarks/tasks.py --quick      # smoke run on slices, one seed: minutes
+    python benchmarks/tasks.py --tasks SQuAD --table-only --jobs 2 --work-dir runs/bench-tasks
+
+`--full`: the table at full scale (issue 22): whole training sets (MSRA: its first 10,000
+sentences), whole dev sets, at most `--epochs` (default 20) epochs with early stopping on dev
+(`--patience` 3) and the best dev epoch's test score, 2 seeds; columns: the model alone (random
+word embeddings), alone with word2vec vectors trained on the biLM's own training text
+(`word2vec.py`, made on the first run), and, on top of those vectors, + layer 0 only and + ELMo
+(learned mix at the input and output). Writes benchmarks/results/tasks_full.json; resumable
+with the same `--work-dir`:
+
+    python benchmarks/tasks.py --full --jobs 2 --work-dir runs/bench-tasks-full
+    python benchmarks/tasks.py --full --device cuda --jobs 4 --work-dir ...   # an accelerator
+
+Estimates from one-epoch slices timed on 2026-11-24 while the machine was shared (provisional):
+the SQuAD row alone takes about 1-1.5 hours with `--jobs 2` (a 2,000-question epoch: about 2
+minutes for the model alone, twice that with ELMo at the input and output). `--full` on this
+2-core CPU needs far more than 4 hours: one epoch of SICK takes 20-50 s, of CoNLL or EWT about
+2-3 minutes, of MSRA (10,000 sentences of ~46 characters) and SQuAD (7,628 questions) about 5-6
+minutes, so with about 10 epochs a run, 8 runs a task, roughly 7-14 hours with `--jobs 2`; run
+it on an accelerator (`--device cuda`), or lower `--epochs` / `--patience`, or split it with
+`--tasks` over several sessions (the work directory keeps finished runs).
 
 Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
 `--work-dir`: run again with the same one to resume.
@@ -56,12 +81,15 @@ class Task:
     format: str
     train: Path
     dev: Path | None  # None: the last `held_out` examples of train
-    test: Path
+    test: Path | None  # None: squad, split by `articles`
     options: dict[str, Any] = field(default_factory=dict)
     header: bool = False  # tsv: the first line names the columns
     blocks: bool = False  # examples are blank-line-separated blocks (conll, conllu)
     chinese: bool = False  # needs the Chinese biLM
     held_out: int = 3000
+    articles: tuple[int, int] | None = None  # squad: train articles [0, a), dev [a, b), test
+    columns: tuple[str, ...] | None = None  # only these columns (default: all)
+    full_train_size: int | None = None  # --full: the first this many training examples
 
 
 TASKS = [
@@ -78,7 +106,11 @@ TASKS = [
          {"text_columns": ["sentence_A", "sentence_B"],
           "label_column": "entailment_judgment"}, header=True),
     Task("MSRA NER", "tagging", "conll", DATA / "msra-ner/msra_train_bio.gz", None,
-         DATA / "msra-ner/msra_test_bio", {"scheme": "iob2"}, blocks=True, chinese=True),
+         DATA / "msra-ner/msra_test_bio", {"scheme": "iob2"}, blocks=True, chinese=True,
+         full_train_size=10_000),
+    Task("SQuAD", "span", "squad", DATA / "squad-v1.1/dev-v1.1.json.gz", None, None,
+         {"tokenizer": "moses", "hidden_dim": 64}, articles=(34, 38),
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
 ]
 
 # column -> TaskConfig fields; "elmo" is filled in per task (the biLM, or the adapted one)
@@ -92,6 +124,14 @@ COLUMNS: dict[str, dict[str, Any]] = {
     "input & output": {"elmo_mix": "learned", "l2": 0.001, "elmo_at": "both"},
     "adapted biLM": {"elmo_mix": "learned", "l2": 0.001, "adapted": True},
     "fine-tuned biLM": {"elmo_mix": "learned", "l2": 0.001, "fine_tune": True},
+}
+# --full: the columns of issue 22; "word_vectors" is filled in per task (English or Chinese)
+FULL_COLUMNS: dict[str, dict[str, Any]] = {
+    "alone": {"elmo": None},
+    "alone + word2vec": {"elmo": None, "word_vectors": True},
+    "w2v + layer 0": {"elmo_mix": "layer:0", "word_vectors": True},
+    "w2v + ELMo, input & output": {"elmo_mix": "learned", "l2": 0.001, "elmo_at": "both",
+                                   "word_vectors": True},
 }
 ADAPTED_TASKS = ("UD EWT POS", "SST-5")
 FINE_TUNED_TASKS = ("SST-5",)
@@ -121,11 +161,14 @@ def write_examples(task: Task, header: list[str], examples: list[str], out: Path
 
 def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Train (first --train-size), dev (first --dev-size) and test (whole, or --test-size)
-    written under `work/data/`. Dev and test examples with a label the training slice lacks
-    (a model cannot predict it; small slices only) are left out and counted."""
-    from elmo.tasks.data import targets_of
+    written under `work/data/`. Every dev and test example is kept and scored: gold labels
+    (span types) the training slice lacks count as errors the model cannot avoid, and are
+    recorded under "unseen" (label -> gold items)."""
+    from elmo.tasks.data import build_labels, unseen_targets
     from elmo.tasks.readers import read_dataset
 
+    if task.format == "squad":
+        return squad_files(task, args, work)
     folder = work / "data" / task.name.replace(" ", "_")
     header, train = read_examples(task, task.train)
     if task.dev is None:
@@ -133,20 +176,46 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, An
     else:
         dev = read_examples(task, task.dev)[1]
     test = read_examples(task, task.test)[1]
+    train_size = args.train_size if args.train_size is not None else task.full_train_size
     files: dict[str, Any] = {
-        "train": write_examples(task, header, train[: args.train_size], folder / "train")}
-    known = {t for e in read_dataset(files["train"], task.format, **task.options)
-             for t in targets_of(e)}
-    files["left_out"] = {}
+        "train": write_examples(task, header, train[:train_size], folder / "train")}
+    labels = build_labels(read_dataset(files["train"], task.format, **task.options))
+    files["unseen"] = {}
     for split, examples, size in (("dev", dev, args.dev_size), ("test", test, args.test_size)):
-        examples = examples[:size]
-        path = write_examples(task, header, examples, folder / split)
-        parsed = read_dataset(path, task.format, **task.options)
-        assert len(parsed) == len(examples), f"{path}: one example per block or line"
-        kept = [text for text, e in zip(examples, parsed, strict=True)
-                if set(targets_of(e)) <= known]
-        files[split] = write_examples(task, header, kept, path)
-        files["left_out"][split] = len(examples) - len(kept)
+        files[split] = write_examples(task, header, examples[:size], folder / split)
+        parsed = read_dataset(files[split], task.format, **task.options)
+        files["unseen"][split] = dict(unseen_targets(parsed, labels, task.options.get("scheme")))
+    return files
+
+
+def squad_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Train, dev and test JSON files of the articles `task.articles` gives, each cut to its
+    first --train-size, --dev-size, --test-size questions (whole paragraphs: a paragraph's
+    questions share its text, so they stay in one split)."""
+    with open_text(task.train) as f:
+        data = json.load(f)
+    first, last = task.articles
+    articles = data["data"]
+    files: dict[str, Any] = {"unseen": {"dev": {}, "test": {}}}  # spans have no labels
+    for split, chosen, size in (("train", articles[:first], args.train_size),
+                                ("dev", articles[first:last], args.dev_size),
+                                ("test", articles[last:], args.test_size)):
+        kept, count = [], 0
+        for article in chosen:
+            paragraphs = []
+            for paragraph in article["paragraphs"]:
+                if size is not None and count >= size:
+                    break
+                paragraphs.append(paragraph)
+                count += len(paragraph["qas"])
+            if paragraphs:
+                kept.append({**article, "paragraphs": paragraphs})
+        path = work / "data" / task.name / f"{split}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"version": data.get("version"), "data": kept},
+                                   ensure_ascii=False), encoding="utf-8")
+        files[split] = path
+        files[f"{split}_questions"] = count
     return files
 
 
@@ -191,13 +260,15 @@ def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Pa
 def cell_config(task: Task, column: str, elmo: str | None, files: dict[str, Path], seed: int,
                 args: argparse.Namespace, work: Path) -> TaskConfig:
     """The run of one cell and seed (a finished run returns its stored result)."""
-    options = {k: v for k, v in COLUMNS[column].items() if k != "adapted"}
+    options = {k: v for k, v in args.columns[column].items() if k != "adapted"}
     options.setdefault("elmo", elmo)
+    if options.get("word_vectors"):
+        options["word_vectors"] = str(args.zh_vectors if task.chinese else args.vectors)
     out = work / "runs" / task.name.replace(" ", "_") / column.replace(" ", "_") / f"seed{seed}"
     return TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
                       dev=str(files["dev"]), test=str(files["test"]), out=str(out), seed=seed,
-                      epochs=args.epochs, cache_dir=str(args.cache_dir), device="cpu",
-                      progress=False, **task.options, **options)
+                      epochs=args.epochs, patience=args.patience, cache_dir=str(args.cache_dir),
+                      device=args.device, progress=False, **task.options, **options)
 
 
 def plan(tasks: list[Task], args: argparse.Namespace, work: Path
@@ -213,7 +284,9 @@ def plan(tasks: list[Task], args: argparse.Namespace, work: Path
             skipped[task.name] = {"skipped": f"no Chinese biLM {elmo!r}"}
             continue
         files = task_files(task, args, work)
-        for column, options in COLUMNS.items():
+        for column, options in args.columns.items():
+            if task.columns and column not in task.columns and not args.full:  # small table
+                continue
             if options.get("adapted") and task.name not in ADAPTED_TASKS:
                 continue
             if options.get("fine_tune") and task.name not in FINE_TUNED_TASKS:
@@ -234,7 +307,8 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
     for i, result in train_tasks([config for _, config in jobs], args.jobs, args.threads):
         task, column, seed = jobs[i][0]
         results[task.name, column, seed] = result
-        print(f"  {task.name} | {column} | seed {seed}: {result['test']:.2f} "
+        print(f"  {task.name} | {column} | seed {seed}: {result['test']:.2f}, best dev epoch "
+              f"{result['best_epoch']} of {result['epochs']} "
               f"({result['wall_seconds']:.0f} s; {len(results)}/{len(jobs)} runs)", flush=True)
     torch.set_num_threads(args.threads)
     rows: dict[str, Any] = {}
@@ -246,20 +320,24 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
         for _, column, _, files in (c for c in cells if c[0] is task):
             runs = [results[task.name, column, seed] for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
-            row[column] = {"mean": statistics.fmean(scores), "left_out": files["left_out"],
+            row[column] = {"mean": statistics.fmean(scores), "unseen": files["unseen"],
                            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
                            "metric": runs[0]["metric"], "runs": runs}
+            if "test_exact_match" in runs[0]:
+                row[column]["exact_match"] = statistics.fmean(r["test_exact_match"]
+                                                              for r in runs)
     return rows
 
 
 def format_cell(cell: dict[str, Any] | None) -> str:
     if not cell:
         return f"{'':>13s}"
-    return f"{cell['mean']:6.2f} ± {cell['std']:4.2f}"
+    em = f" (EM {cell['exact_match']:.2f})" if "exact_match" in cell else ""
+    return f"{cell['mean']:6.2f} ± {cell['std']:4.2f}{em}"
 
 
-def print_table(rows: dict[str, Any]) -> None:
-    names = list(COLUMNS)
+def print_table(rows: dict[str, Any], columns: dict[str, Any]) -> None:
+    names = list(columns)
     print("\n| task | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for task, row in rows.items():
@@ -276,6 +354,25 @@ def model_available(model: str) -> bool:
     except ElmoError:
         return False
     return True
+
+
+def static_vectors(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The word2vec vectors of the --full table (trained on the biLMs' own text when their
+    files are not given and not yet made); returns what each is."""
+    from word2vec import train_word2vec
+
+    made = {}
+    for chinese, attr, corpus in ((False, "vectors", "default"), (True, "zh_vectors",
+                                                                   "default-zh")):
+        if not any(t.chinese == chinese for t in tasks):
+            continue
+        if getattr(args, attr) is None:
+            setattr(args, attr, work / "word2vec" / f"{corpus}.vec")
+            print(f"word2vec on the text of {corpus} -> {getattr(args, attr)}", flush=True)
+            made[corpus] = train_word2vec(corpus, getattr(args, attr), workers=args.jobs)
+        else:
+            made[corpus] = {"vectors": str(getattr(args, attr))}
+    return made
 
 
 # ---- speed and memory --------------------------------------------------------------------
@@ -309,7 +406,7 @@ def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
                         **task.options)
     train = read_split(config, config.train)
     run = Run(config, build_vocab(train), build_labels(train))
-    encoded = Encoded(train, run.vocab, run.labels)
+    encoded = Encoded(train, run.vocab, run.targets(train))
     store = run.layers(train)  # built before the clock starts: the cache exists
     optimizer = torch.optim.Adam(run.model.parameters(), lr=1e-3)
 
@@ -372,10 +469,14 @@ def main() -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default="default", help="the English biLM")
     parser.add_argument("--zh-model", default="default-zh", help="the Chinese biLM (MSRA)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per cell")
-    parser.add_argument("--epochs", type=int, default=5, help="task training epochs")
-    parser.add_argument("--train-size", type=int, default=2000, help="training examples")
-    parser.add_argument("--dev-size", type=int, default=1000, help="dev examples")
+    parser.add_argument("--seeds", type=int, help="seeds per cell (default: 3; --full: 2)")
+    parser.add_argument("--epochs", type=int,
+                        help="task training epochs, at most (default: 5; --full: 20)")
+    parser.add_argument("--patience", type=int, default=3,
+                        help="stop a run after this many epochs without a better dev score")
+    parser.add_argument("--train-size", type=int, default=2000,
+                        help="training examples (--full: all)")
+    parser.add_argument("--dev-size", type=int, default=1000, help="dev examples (--full: all)")
     parser.add_argument("--test-size", type=int, default=None, help="test examples (all)")
     parser.add_argument("--adapt-steps", type=int, default=300, help="biLM adaptation steps")
     parser.add_argument("--adapt-minutes", type=float, default=10.0,
@@ -391,10 +492,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="task runs at a time, each in its own process with --threads "
                         "threads (2 on this 2-core machine halves the wall time)")
+    parser.add_argument("--device", default="cpu", help="where the task runs train")
+    parser.add_argument("--table-only", action="store_true",
+                        help="only the table: no epoch-speed and peak-memory measurements")
+    parser.add_argument("--full", action="store_true",
+                        help="the full-scale table (see above): whole data sets, converged "
+                        "runs, word2vec baseline; table only")
+    parser.add_argument("--word-vectors", dest="vectors", type=Path,
+                        help="--full: English static vectors (default: WORK/word2vec/"
+                        "default.vec, trained by word2vec.py on WikiText-2 train if absent)")
+    parser.add_argument("--zh-word-vectors", dest="zh_vectors", type=Path,
+                        help="--full: Chinese ones (default: WORK/word2vec/default-zh.vec, on "
+                        "the zh-raw-text training split)")
     parser.add_argument("--memory-run", type=int, help=argparse.SUPPRESS)
     add_run_options(parser, "smoke run on slices (100 train / 50 dev / 50 test), one seed, "
                     "one epoch: minutes")
     args = parser.parse_args()
+    args.seeds = args.seeds or (2 if args.full else 3)
+    args.epochs = args.epochs or (20 if args.full else 5)
+    args.columns = FULL_COLUMNS if args.full else COLUMNS
+    if args.full:
+        args.train_size = args.dev_size = None
+        args.table_only = True
     if args.quick:
         args.seeds, args.epochs, args.train_size, args.dev_size = 1, 1, 100, 50
         args.test_size, args.adapt_steps, args.memory_sizes = 50, 5, [100, 400]
@@ -408,17 +527,22 @@ def main() -> None:
         info = machine_info()
         start = time.perf_counter()
         tasks = [t for t in TASKS if not args.tasks or t.name in args.tasks]
+        vectors = static_vectors(tasks, args, work) if args.full else {}
         rows = table(tasks, args, work)
-        speed = {}
-        for name, model in (("shipped", args.model), ("paper size", paper_size_model(work))):
-            print(f"epoch speed, {name} biLM:", flush=True)
-            speed[name] = epoch_speed(model, args, work)
-        memory = peak_memory(args, work)
-        print_table(rows)
-        write_json(args.out or results_file("tasks.json", args.quick), {
+        speed, memory = {}, []
+        if not args.table_only:
+            for name, model in (("shipped", args.model), ("paper size", paper_size_model(work))):
+                print(f"epoch speed, {name} biLM:", flush=True)
+                speed[name] = epoch_speed(model, args, work)
+            memory = peak_memory(args, work)
+        print_table(rows, args.columns)
+        name = "tasks_full.json" if args.full else "tasks.json"
+        write_json(args.out or results_file(name, args.quick), {
             "model": args.model, "zh_model": args.zh_model, "seeds": args.seeds,
-            "epochs": args.epochs, "train_size": args.train_size, "dev_size": args.dev_size,
+            "epochs": args.epochs, "patience": args.patience, "full": args.full,
+            "train_size": args.train_size, "dev_size": args.dev_size,
             "test_size": args.test_size, "threads": args.threads, "jobs": args.jobs,
+            "device": args.device, "word_vectors": vectors,
             "wall_seconds": time.perf_counter() - start,
             "machine": info, "table": rows, "epoch_speed": speed, "peak_memory": memory})
 

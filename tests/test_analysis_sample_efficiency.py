@@ -112,9 +112,12 @@ def test_tiny_real_study_resumes_and_reports(tmp_path, capsys, monkeypatch):
     (mix,) = json.loads(capsys.readouterr().out)["runs"]
     assert mix["placement"] == "input" and sum(mix["weights"]) == pytest.approx(1.0)
 
-    # run again: every run is finished, nothing is trained
+    # run again: every run is finished, nothing is trained (the plot exists: --overwrite)
     trained = []
-    monkeypatch.setattr("elmo.tasks.recipe._train", lambda *a: trained.append(a))
+    monkeypatch.setattr("elmo.tasks.recipe.fit", lambda *a: trained.append(a))
+    assert main(args) == 1
+    assert "se.png already exists" in capsys.readouterr().err
+    args.insert(args.index("--"), "--overwrite")
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == result["runs"] and trained == []
 

@@ -372,20 +372,30 @@ def test_token_vector_does_not_depend_on_how_many_are_encoded_with_it():
             torch.testing.assert_close(encoder(ids[group]), together[group], rtol=0, atol=0)
 
 
-def test_partial_open_in_another_program_is_not_deleted(tmp_path, model_dir, capsys):
-    """HDF5's own lock error once read as "unreadable after a crash": the file was deleted."""
+def test_a_lock_is_its_holders_flock_not_a_word_in_a_message(tmp_path, model_dir, capsys):
+    """Another process holding the output's lock is refused, its partial work untouched;
+    once that process is killed its lock is gone with it (the kernel drops the flock)."""
+    import signal
     import subprocess
 
     src = _write(tmp_path / "in.txt", LINES)
+    out = tmp_path / "out.hdf5"
     partial = tmp_path / "out.hdf5.partial"
+    partial.mkdir()
+    (partial / "work").write_text("the holder's work")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); "
-         "f.flush(); print('open', flush=True); time.sleep(30)", str(partial)],
-        stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", "import sys, time; from elmo.atomic import output_lock\n"
+         "with output_lock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
+         str(out)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        assert holder.stdout.readline().strip() == "open"
-        assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--quiet") == 1
-        assert "another process has" in capsys.readouterr().err and partial.exists()
+        assert holder.stdout.readline().strip() == "locked"
+        assert _run("embed", model_dir, src, out, "--quiet") == 1
+        assert f"another process is writing {out}" in capsys.readouterr().err
+        assert (partial / "work").read_text() == "the holder's work" and not out.exists()
     finally:
-        holder.kill()
+        holder.send_signal(signal.SIGKILL)
         holder.wait()
+    assert (tmp_path / "out.hdf5.lock").exists()  # left by the killed holder
+    assert _run("embed", model_dir, src, out, "--quiet") == 0
+    assert not partial.exists() and not (tmp_path / "out.hdf5.lock").exists()

@@ -443,3 +443,20 @@ def test_unsupported_networks_are_refused(tmp_path):
     (model / "net.json").write_text(json.dumps(network))
     with pytest.raises(EfmlFormatError, match="without a character CNN"):
         load_efml(model)
+
+
+def test_model_format_is_told_without_loading(tiny_efml, tmp_path):
+    from elmo.pretrained import model_format
+    assert model_format(tiny_efml) == "efml"
+    assert model_format("efml:zhs") == "efml"  # a released name: nothing is downloaded
+    assert model_format("default") == "native"
+    assert model_format("original") == "bilm-tf"
+
+
+def test_vocab_to_cache_uses_the_models_own_token_ids(tiny_efml):
+    elmo = Elmo.from_pretrained(str(tiny_efml), 1, dropout=0.0, vocab_to_cache=["<pad>", "a"])
+    words = [["a", "a"]]
+    cached = elmo(elmo.bilm.batch_to_ids(words), torch.tensor([[1, 1]]))
+    plain = Elmo.from_pretrained(str(tiny_efml), 1, dropout=0.0)(elmo.bilm.batch_to_ids(words))
+    torch.testing.assert_close(cached["elmo_representations"][0],
+                               plain["elmo_representations"][0], atol=1e-5, rtol=1e-5)

@@ -13,13 +13,14 @@ SENTENCES = [["The", "cat", "sat", "down"], ["Dogs", "bark"], ["A"]]
 
 
 def make_elmo(**kwargs) -> Elmo:
-    return Elmo(None, None, kwargs.pop("n", 2), bilm=random_bilm(), **kwargs)
+    return Elmo(None, None, kwargs.pop("n", 2), module=random_bilm(), **kwargs)
 
 
 def test_representations_are_the_hand_mix_of_the_bilm_layers():
     elmo = make_elmo(dropout=0.0)
     with torch.no_grad():
-        elmo.mixes[1].scalar_parameters.copy_(torch.tensor([1.0, -1.0, 0.5]))
+        for s, value in zip(elmo.scalar_mix_1.scalar_parameters, [1.0, -1.0, 0.5], strict=True):
+            s.fill_(value)
         elmo.mixes[1].gamma.fill_(2.0)
     ids = batch_to_ids(SENTENCES)
     out = elmo(ids)
@@ -69,7 +70,7 @@ def test_frozen_bilm_gets_no_gradient_but_the_mix_does():
     elmo = make_elmo(n=1).train()
     elmo(batch_to_ids(SENTENCES))["elmo_representations"][0].pow(2).sum().backward()
     assert all(p.grad is None for p in elmo.bilm.parameters())
-    assert elmo.mixes[0].scalar_parameters.grad is not None
+    assert all(s.grad is not None for s in elmo.scalar_mix_0.scalar_parameters)
 
 
 def test_fine_tuning_trains_the_bilm():
@@ -105,6 +106,8 @@ def test_from_options_and_weights_files(tmp_path):
     torch.testing.assert_close(elmo(ids)["elmo_representations"][0], bilm(ids).layers.mean(0))
     with pytest.raises(ElmoError, match="options_file and weight_file"):
         Elmo(options, None, 1)
+    with pytest.raises(ElmoError, match="not both"):
+        Elmo(options, weights, 1, module=bilm)
 
 
 def test_from_pretrained_default_model():

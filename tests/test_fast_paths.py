@@ -10,6 +10,7 @@ import torch
 
 from elmo import batch_to_ids
 from elmo.embed import Embedder
+from elmo.modules.bilm import add_boundaries
 from tests.conftest import random_bilm
 
 WORDS = "the of bank river money deposit 北京 , . a an is was loan fish water".split()
@@ -26,7 +27,8 @@ def _plain(model, sentences):
     with torch.inference_mode():
         for s in sentences:
             ids = batch_to_ids([s])
-            tokens = model.token_encoder(model._add_boundaries(ids, torch.tensor([len(s)]))[0])
+            wrapped = add_boundaries(ids, torch.tensor([len(s)]), model.bos_ids, model.eos_ids)
+            tokens = model.token_encoder(wrapped)
             out.append(model.contextualize(tokens, torch.tensor([len(s) + 2])).layers[:, 0].numpy())
     return out
 

@@ -19,7 +19,7 @@ class Tagger(nn.Module):
     def __init__(self, requires_grad: bool = True) -> None:
         super().__init__()
         self.elmo = Elmo(None, None, 1, requires_grad=requires_grad, dropout=0.0,
-                         bilm=random_bilm())
+                         module=random_bilm())
         self.out = nn.Linear(self.elmo.output_dim, 3)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -42,7 +42,7 @@ def test_groups_and_discriminative_learning_rates():
     assert [g["lr"] for g in tuner.param_groups] == [1 / 8, 1 / 4, 1 / 2, 1.0, 0.5]
     by_group = {g["name"]: {id(p) for p in g["params"]} for g in tuner.param_groups}
     assert by_group["task"] == {id(model.out.weight), id(model.out.bias)}
-    assert by_group["mix"] == {id(p) for p in model.elmo.mixes.parameters()}
+    assert by_group["mix"] == {id(p) for p in model.elmo.scalar_mix_0.parameters()}
     every = set().union(*by_group.values())
     assert every == {id(p) for p in model.parameters()}  # each parameter in one group
     assert sum(len(v) for v in by_group.values()) == len(every)
@@ -58,7 +58,7 @@ def test_gradual_unfreezing_trains_the_top_lstm_first_and_one_more_group_each_ep
         trained[epoch] = {group.name for group in tuner.bilm_groups
                           if any(grads[n] for n, p in model.named_parameters()
                                  if any(p is q for q in group.params))}
-        assert grads["out.weight"] and grads["elmo.mixes.0.scalar_parameters"]
+        assert grads["out.weight"] and grads["elmo.scalar_mix_0.scalar_parameters.0"]
     assert trained[0] == {"lstm_2"}
     assert trained[1] == {"lstm_2", "lstm_1"}
     assert trained[2] == trained[3] == {"lstm_2", "lstm_1", "token_encoder"}
@@ -69,7 +69,7 @@ def test_without_gradual_unfreezing_everything_trains_from_the_start():
     tuner = GradualUnfreezer(model, model.elmo, 100, FineTuneConfig(gradual_unfreeze=False))
     tuner.on_epoch_start(0)
     grads = grads_after_one_step(model)
-    assert grads["elmo.bilm.token_encoder.projection.weight"]
+    assert grads["elmo._elmo_lstm.token_encoder.projection.weight"]
 
 
 def test_slanted_triangular_learning_rates_per_group():
@@ -97,6 +97,6 @@ def test_parameter_groups_split_off_the_mixes_and_skip_frozen_parameters():
     model = Tagger(requires_grad=False)
     groups = parameter_groups(model, 1e-3, 0.1)
     assert [(g["name"], g["lr"], len(g["params"])) for g in groups] == [
-        ("task", 1e-3, 2), ("mix", 0.1, 2)]
+        ("task", 1e-3, 2), ("mix", 0.1, 4)]  # mix: s_0, s_1, s_2 (AllenNLP's layout), gamma
     assert parameter_groups(model, 1e-3)[1]["lr"] == MIX_LR
     assert parameter_groups(model, 1e-3, None)[1]["lr"] == 1e-3

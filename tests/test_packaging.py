@@ -47,7 +47,8 @@ def test_install_hints_name_our_distribution_not_the_unrelated_elmo():
     """`pip install 'elmo[...]'` would install an alarm-system adapter from PyPI."""
     assert _pyproject()["project"]["name"] == "elmo-bilm"
     wrong = [f"{path.relative_to(REPO)}:{number}"
-             for path in [REPO / "README.md", *sorted((REPO / "src").rglob("*.py"))]
+             for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+                         *sorted((REPO / "src").rglob("*.py"))]
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"pip install '?elmo(\[|\s|'|$)", line)]
     assert not wrong, f"install hints that name the wrong distribution: {wrong}"

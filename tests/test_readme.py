@@ -1,24 +1,48 @@
-"""Every ```python block of README.md runs as written (offline, in a fresh directory)."""
+"""Every ```python block of README.md and docs/*.md runs as written (offline, fresh dir)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 
-BLOCKS = re.findall(r"^```python\n(.*?)^```", (REPO / "README.md").read_text(encoding="utf-8"),
-                    flags=re.S | re.M)
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def test_readme_has_python_blocks():
-    assert len(BLOCKS) >= 2
+def python_blocks(path: Path) -> list[str]:
+    """The bodies of the ```python fenced blocks of a Markdown file."""
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_python_block_runs(index, tmp_path, monkeypatch):
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")  # [text](target#anchor)
+
+BLOCKS = [(path.relative_to(REPO), number, block)
+          for path in DOCUMENTS for number, block in enumerate(python_blocks(path), 1)]
+
+
+def test_readme_and_docs_have_python_blocks():
+    assert python_blocks(REPO / "README.md")
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("name, number, block", BLOCKS,
+                         ids=[f"{name}-{number}" for name, number, _ in BLOCKS])
+def test_python_block_runs(name, number, block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ELMO_OFFLINE", "1")  # a block that needs a download fails, not waits
     monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "cache"))
-    exec(compile(BLOCKS[index], f"README.md python block {index + 1}", "exec"), {})
+    code = compile(block, f"{name} python block {number}", "exec")
+    exec(code, {})
+    exec(code, {})  # twice: a block must not fail on the outputs of its own first run
+
+
+def test_relative_links_resolve():
+    """Every relative Markdown link of README.md and docs/*.md names a file that exists."""
+    broken = [f"{path.relative_to(REPO)}: {target}"
+              for path in DOCUMENTS
+              for target in LINK.findall(path.read_text(encoding="utf-8"))
+              if "://" not in target and not (path.parent / target).exists()]
+    assert not broken, f"links to missing files: {broken}"

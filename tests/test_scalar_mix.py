@@ -61,7 +61,8 @@ def test_l2_penalty():
     mix = ScalarMix(3, initial_scalar_parameters=[1.0, -2.0, 3.0])
     assert mix.l2_penalty(0.1).item() == pytest.approx(0.1 * 14)
     mix.l2_penalty(1.0).backward()
-    torch.testing.assert_close(mix.scalar_parameters.grad, torch.tensor([2.0, -4.0, 6.0]))
+    grads = [s.grad for s in mix.scalar_parameters]
+    torch.testing.assert_close(torch.cat(grads), torch.tensor([2.0, -4.0, 6.0]))
 
 
 @pytest.mark.parametrize("mode,layer", [("top", 2), ("layer:0", 0), ("layer:1", 1)])
@@ -72,7 +73,8 @@ def test_single_layer_modes(mode, layer):
     expected_weights[layer] = 1.0
     assert mix.weights() == expected_weights
     torch.testing.assert_close(mix(layers), layers[layer])
-    assert not mix.scalar_parameters.requires_grad
+    assert not mix.learns_weights
+    assert not any(s.requires_grad for s in mix.scalar_parameters)
 
 
 def test_average_mode_ignores_initial_values_and_does_not_train_s():
@@ -80,7 +82,7 @@ def test_average_mode_ignores_initial_values_and_does_not_train_s():
     mix = ScalarMix(3, initial_scalar_parameters=[5.0, 0.0, 0.0], mode="average")
     assert mix.weights() == pytest.approx([1 / 3] * 3)
     mix(layers).sum().backward()
-    assert mix.scalar_parameters.grad is None
+    assert all(s.grad is None for s in mix.scalar_parameters)
     assert mix.gamma.grad is not None
 
 
@@ -103,18 +105,18 @@ def test_gradients_reach_s_and_gamma_only_when_trainable():
     layers = [h.requires_grad_() for h in layers]
     mix = ScalarMix(3, initial_scalar_parameters=[0.5, 0.0, -0.5])
     mix(layers, mask).pow(2).sum().backward()
-    assert mix.scalar_parameters.grad.abs().sum() > 0
+    assert all(s.grad.abs().sum() > 0 for s in mix.scalar_parameters)
     assert mix.gamma.grad.abs().sum() > 0
     # d out / d s_j = w_j * (h_j - mixed) summed against the upstream gradient: check s_0
     w = mix.normalized_weights().detach()
     mixed = sum(wj * h.detach() for wj, h in zip(w, layers, strict=True))
     upstream = 2 * mixed
     grad_s0 = (upstream * w[0] * (layers[0].detach() - mixed)).sum()
-    torch.testing.assert_close(mix.scalar_parameters.grad[0], grad_s0)
+    torch.testing.assert_close(mix.scalar_parameters[0].grad[0], grad_s0)
 
     frozen = ScalarMix(3, trainable=False)
     frozen(layers, mask).sum().backward()
-    assert frozen.scalar_parameters.grad is None and frozen.gamma.grad is None
+    assert frozen.scalar_parameters[0].grad is None and frozen.gamma.grad is None
     assert not any(p.requires_grad for p in frozen.parameters())
 
 
@@ -130,3 +132,32 @@ def test_layer_scales_multiply_each_layer_and_are_saved():
     torch.testing.assert_close(restored(layers), expected)
     with pytest.raises(ValueError, match="layer_scales"):
         ScalarMix(3, layer_scales=[1.0])
+
+
+def test_state_dict_has_allennlp_keys_and_loads_the_earlier_layout():
+    mix = ScalarMix(3, initial_scalar_parameters=[0.5, 0.0, -0.5])
+    state = mix.state_dict()
+    # AllenNLP's keys: one (1,) tensor per layer, no layer_scales while they are the default
+    assert sorted(state) == ["gamma", "scalar_parameters.0", "scalar_parameters.1",
+                             "scalar_parameters.2"]
+    assert state["scalar_parameters.2"].tolist() == [-0.5]
+    restored = ScalarMix(3, layer_scales=[2.0, 2.0, 2.0])
+    restored.load_state_dict(state)  # absent layer_scales: the default ones
+    assert restored.layer_scales.tolist() == [1.0, 1.0, 1.0]
+    # the layout of earlier versions: s as one (L+1,) tensor
+    old = {"scalar_parameters": torch.tensor([1.0, 2.0, 3.0]), "gamma": torch.tensor([0.5]),
+           "layer_scales": torch.tensor([1.0, 0.5, 0.25])}
+    restored.load_state_dict(old)
+    assert [s.item() for s in restored.scalar_parameters] == [1.0, 2.0, 3.0]
+    assert restored.layer_scales.tolist() == [1.0, 0.5, 0.25]
+    assert restored.state_dict()["layer_scales"].tolist() == [1.0, 0.5, 0.25]
+
+
+def test_scalar_parameters_index_as_in_allennlp():
+    layers, mask = layers_and_mask()
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.scalar_parameters[1].fill_(2.0)
+    w = torch.softmax(torch.tensor([0.0, 2.0, 0.0]), 0)
+    expected = sum(wj * h for wj, h in zip(w, layers, strict=True))
+    torch.testing.assert_close(mix(layers, mask), expected)

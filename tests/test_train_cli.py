@@ -106,7 +106,9 @@ def test_export_to_bilm_tf_gives_identical_outputs(trained, tmp_path):
     _, _, out = trained
     assert main(["export", str(out), str(tmp_path / "tf"), "--format", "bilm-tf"]) == 0
     assert {p.name for p in (tmp_path / "tf").iterdir()} == {"options.json", "weights.hdf5",
-                                                            "vocab.txt"}
+                                                            "vocab.txt", "card.json"}
+    card = json.loads((tmp_path / "tf" / "card.json").read_text())  # the recorded tokenizer
+    assert card["tokenizer"] == json.loads((out / "run.json").read_text())["config"]["tokenizer"]
     assert (tmp_path / "tf" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
     ours, _ = load_pretrained(out)
     theirs = load_bilm_tf(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")

@@ -1,11 +1,12 @@
 """elmo: deep contextualized word representations (Peters et al. 2018) in PyTorch."""
 
+from elmo.allennlp import Elmo, ElmoEmbedder
 from elmo.chars import batch_to_ids
 from elmo.config import BiLMConfig
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
-from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, Elmo, ScalarMix
+from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, ScalarMix
 from elmo.pretrained import load_pretrained
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
@@ -17,6 +18,7 @@ __all__ = [
     "BiLMOutput",
     "CharCNNEncoder",
     "Elmo",
+    "ElmoEmbedder",
     "ElmoError",
     "Embedder",
     "ScalarMix",

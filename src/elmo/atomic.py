@@ -72,13 +72,14 @@ def claim_output(
     if directory_of is not None and path.exists() and not path.is_dir():
         raise ElmoError(f"the output {path} is a file: give a directory (new or existing)")
     _make_parent(path.parent)
-    with _lock(path):
+    with output_lock(path):
         existing = [path] if directory_of is None else [path / n for n in directory_of]
         existing = [p for p in existing if p.exists()]
         if existing and not overwrite:
             names = ", ".join(map(str, existing))
             raise ElmoError(f"{names} already exist{'s' * (len(existing) == 1)}: pass "
-                            "--overwrite to replace, or choose another output")
+                            "--overwrite (Python: overwrite=True) to replace, or choose "
+                            "another output")
         if directory_of is not None:
             _make_parent(path)
         yield path
@@ -104,14 +105,20 @@ def _make_parent(directory: Path) -> None:
 
 
 @contextmanager
-def _lock(path: Path) -> Iterator[None]:
+def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
     """An exclusive lock on `path` among our processes: the file PATH.lock, held with flock
-    and removed on exit (a killed holder's lock is released by the kernel)."""
+    and removed on exit (a killed holder's lock is released by the kernel). Held by another
+    process: ElmoError "another process is writing PATH", or with `wait`, wait for it."""
+    path = Path(path)
     lock_path = path.with_name(path.name + ".lock")
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise ElmoError(f"cannot write {path}: {err.strerror} (choose an output in a "
+                            "directory you can write)") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             os.close(fd)
             raise ElmoError(f"another process is writing {path}: wait for it to finish, or "

@@ -136,7 +136,7 @@ class BiLMConfig:
             raise ValueError("only bidirectional models are supported (bidirectional=false)")
         extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
         vocab_size = extra.pop("n_tokens_vocab", None)
-        dropout = extra.pop("dropout", 0.1)
+        dropout = extra.pop("dropout", 0.0)  # none unless asked for, as AllenNLP
         return cls(**kwargs, vocab_size=vocab_size, dropout=dropout, extra_options=extra)
 
     def to_options(self) -> dict[str, Any]:

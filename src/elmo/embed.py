@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import shutil
 import sys
 import warnings
 from collections import OrderedDict
@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -19,15 +18,7 @@ from elmo.atomic import claim_output
 from elmo.chars import check_sentences, check_tokens
 from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
-from elmo.hdf5_output import (
-    EMPTY_LINES,
-    FIRST_EMPTY,
-    LINES_DONE,
-    finish_attrs,
-    open_partial,
-    shard_range,
-    write_index,
-)
+from elmo.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.pretrained import load_bilm, recorded_tokenizer
 from elmo.textfile import is_stdin, scan_input
@@ -272,13 +263,18 @@ class Embedder:
         shard_index: int = 0,
         dtype: str = "float32",
         overwrite: bool = False,
+        forget_sentences: bool = False,
+        use_sentence_keys: bool = False,
     ) -> Path:
         """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
 
         One dataset per input line (`dtype` float32, or float16 for half the size), named by
         its 0-based number, and a dataset `sentence_to_index` holding JSON that maps each
-        line's text to its number. Lines are split by `self.tokenizer`. Output goes to
-        `OUTPUT.partial` and is renamed when complete; re-running after a kill resumes it. An
+        line's text to its number (left out with `forget_sentences`). `use_sentence_keys`
+        names each dataset by its line's text instead (no index); the lines must then be
+        distinct, not empty and without "/". Lines are split by `self.tokenizer`. Work is
+        saved to the directory `OUTPUT.partial` every `chunk_size` lines, and OUTPUT is
+        assembled from it at the end; re-running after a kill (at any moment) resumes it. An
         existing OUTPUT is replaced only if `overwrite`; an OUTPUT that is also the input never.
         With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
         `hdf5_output.merge_shards` joins the parts into the file one process would write.
@@ -294,60 +290,64 @@ class Embedder:
             raise ElmoError("embed reads INPUT several times (to count, resume and index its "
                             "lines): save the text to a file and give its name")
         input_path, output_path = Path(input_path), Path(output_path)
+        keys = "sentence" if use_sentence_keys else "line"
+        index = not (forget_sentences or use_sentence_keys)
         with claim_output(output_path, inputs=[input_path], overwrite=overwrite):
             return self._embed_file(input_path, output_path, layers, encoding_errors, progress,
-                                    num_shards, shard_index, dtype)
+                                    num_shards, shard_index, dtype, keys, index)
 
     def _embed_file(self, input_path: Path, output_path: Path, layers: str,
                     encoding_errors: str, progress: bool, num_shards: int, shard_index: int,
-                    dtype: str) -> Path:
-        """`embed_file` once the output is claimed."""
-        partial = output_path.with_name(output_path.name + ".partial")
+                    dtype: str, keys: str, index: bool) -> Path:
+        """`embed_file` once the output is claimed; datasets named by line number or
+        sentence (`keys`), with or without the sentence index."""
         n_lines, input_digest = scan_input(input_path)
         if n_lines == 0:
             raise InputFileError(f"{input_path} is empty: there is nothing to embed")
+        if keys == "sentence":
+            _check_sentence_keys(input_path, encoding_errors)
         own = shard_range(n_lines, num_shards, shard_index, align=self.chunk_size)
         identity = self._run_identity(input_digest, n_lines, layers, encoding_errors, dtype)
+        identity.update(keys=keys, sentence_to_index=str(index))
         if num_shards > 1:
             identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
+        partial = PartialOutput(output_path.with_name(output_path.name + ".partial"),
+                                identity, start=own.start)
+        if progress and partial.restarted:
+            print(f"elmo: {partial.path} was left by a run of another input, model or "
+                  "setting: starting anew", file=sys.stderr)
+        if progress and partial.done > own.start:
+            print(f"elmo: resuming {partial.path}: {partial.done - own.start:,} of "
+                  f"{len(own):,} lines were embedded before", file=sys.stderr)
+        lines = read_lines(input_path, encoding_errors, self.tokenizer,
+                           range(partial.done, own.stop))
         try:
-            with open_partial(partial, identity) as out:
-                done = max(int(out.attrs[LINES_DONE]), own.start)
-                n_empty = int(out.attrs.get(EMPTY_LINES, 0))  # counted by the runs before
-                first_empty = int(out.attrs.get(FIRST_EMPTY, 0))
-                if done > own.start and progress:
-                    print(f"elmo: resuming {partial}: {done - own.start:,} of {len(own):,} "
-                          "lines were embedded before", file=sys.stderr)
-                lines = read_lines(input_path, encoding_errors, self.tokenizer,
-                                   range(done, own.stop))
-                with tqdm(total=len(own), initial=done - own.start, unit="line",
-                          disable=not progress, desc=f"embedding {input_path.name}") as bar:
-                    for part in _chunks(lines, self.chunk_size):
-                        self._write(out, part, layers, dtype)
-                        for line in part:
-                            if not line.tokens:
-                                first_empty = first_empty if n_empty else line.number
-                                n_empty += 1
-                        out.attrs.update({LINES_DONE: part[-1].number + 1, EMPTY_LINES: n_empty,
-                                          FIRST_EMPTY: first_empty})
-                        out.flush()
-                        bar.update(len(part))
-                _warn_empty(input_path, n_empty, first_empty)
-                # Built from a second pass so that memory stays flat while embedding.
-                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
-                finish_attrs(out, shard=num_shards > 1)
+            with tqdm(total=len(own), initial=partial.done - own.start, unit="line",
+                      disable=not progress, desc=f"embedding {input_path.name}") as bar:
+                for part in _chunks(lines, self.chunk_size):
+                    partial.save(part[-1].number + 1, self._arrays(part, layers, dtype, keys))
+                    bar.update(len(part))
         except InputFileError:
-            partial.unlink(missing_ok=True)  # a user error: nothing worth resuming
+            shutil.rmtree(partial.path)  # a user error: nothing worth resuming
             raise
-        os.replace(partial, output_path)
+        with partial.final(output_path) as out:
+            empty = partial.assemble(out)
+            if index:  # built from a second pass so that memory stays flat while embedding
+                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
+            if num_shards > 1:  # its identity, for merging
+                out.attrs.update(identity)
+        if empty:
+            _warn_empty(input_path, len(empty), _first_line(input_path, encoding_errors, empty,
+                                                            keys))
         return output_path
 
-    def _write(self, out: h5py.File, lines: list[InputLine], layers: str, dtype: str) -> None:
-        for i, array in self._iter_chunk([ln.tokens for ln in lines]):
-            name = str(lines[i].number)
-            if name in out:  # left over from a killed run
-                del out[name]
-            out.create_dataset(name, data=select_layers(array, layers).astype(dtype))
+    def _arrays(self, lines: list[InputLine], layers: str, dtype: str, keys: str
+                ) -> list[tuple[str, np.ndarray]]:
+        """(name, array) of each line, in input order; named by number or text (`keys`)."""
+        arrays = self._embed_chunk([ln.tokens for ln in lines])
+        return [(ln.text if keys == "sentence" else str(ln.number),
+                 select_layers(a, layers).astype(dtype))
+                for ln, a in zip(lines, arrays, strict=True)]
 
     def _run_identity(self, input_digest: str, n_lines: int, layers: str, encoding_errors: str,
                       dtype: str) -> dict[str, str]:
@@ -379,6 +379,31 @@ def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict
         if number >= numbers.start:
             index[text.strip()] = str(number)
     return index
+
+
+def _check_sentence_keys(path: Path, encoding_errors: str) -> None:
+    """ElmoError naming the first line that cannot be a dataset name of its own: empty, ".",
+    holding "/" (HDF5 reads these as paths), or equal to an earlier line."""
+    seen: dict[str, int] = {}
+    for number, raw in read_text_lines(path, encoding_errors):
+        text = raw.strip()
+        problem = "is empty" if not text else 'is "."' if text == "." else \
+            'holds "/"' if "/" in text else \
+            f"repeats line {seen[text] + 1}" if text in seen else None
+        if problem:
+            raise ElmoError(f"{path} line {number + 1} {problem}: with sentence keys each line "
+                            "names its own dataset; use line-number keys (the default)")
+        seen[text] = number
+
+
+def _first_line(path: Path, encoding_errors: str, names: list[str], keys: str) -> int:
+    """The smallest 0-based line number among the datasets `names` (line numbers, or the
+    lines' text with sentence keys)."""
+    if keys == "line":
+        return min(map(int, names))
+    texts = set(names)
+    return next(number for number, raw in read_text_lines(path, encoding_errors)
+                if raw.strip() in texts)
 
 
 def _warn_empty(input_path: Path, count: int, first: int) -> None:

@@ -17,6 +17,11 @@ EXTRA_PACKAGES = {
     "torchcrf": ("pytorch-crf", "tasks"),
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
+    "gensim": ("gensim", "word2vec"),
+    "fastapi": ("fastapi", "serve"),
+    "uvicorn": ("uvicorn", "serve"),
+    "prometheus_client": ("prometheus-client", "serve"),
+    "orjson": ("orjson", "serve"),
 }
 
 

@@ -4,8 +4,9 @@ With a frozen biLM every run over a dataset (other seeds, mixes, placements, tas
 needs the same L+1 layers of the same sentences. `cached_layers` computes them once with the
 Embedder and stores them in the layout of `elmo embed --layers all` (one dataset per sentence,
 named by its index, (L+1, n_i, 2P), plus `sentence_to_index`) under a key of the model's
-weights, the sentences' content and the options. The file is written as `KEY.hdf5.partial`
-(resumed after a kill) and renamed when complete, so a later run trusts only complete entries.
+weights, the sentences' content and the options. Work is saved in the directory
+`KEY.hdf5.partial` (resumed after a kill at any moment) and `KEY.hdf5` is assembled from it
+when complete, so a later run trusts only complete entries.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import h5py
@@ -21,9 +22,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from elmo.atomic import output_lock
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
-from elmo.hdf5_output import open_partial, write_index
+from elmo.hdf5_output import PartialOutput, write_index
 from elmo.hub import cache_dir as model_cache_dir
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.pretrained import load_bilm
@@ -139,9 +141,12 @@ def cached_layers(
     if store is not None:
         return store
     directory.mkdir(parents=True, exist_ok=True)
-    _compute(Embedder(bilm, device=device, batch_size=batch_size), sentences, path, key, dtype,
-             progress)
-    store = _open_complete(path, key, len(sentences))
+    with output_lock(path, wait=True):  # another process computing it: wait, then read it
+        store = _open_complete(path, key, len(sentences))
+        if store is None:
+            _compute(Embedder(bilm, device=device, batch_size=batch_size), sentences, path,
+                     key, dtype, progress)
+            store = _open_complete(path, key, len(sentences))
     if store is None:
         raise ElmoError(f"the feature cache entry {path} was written but cannot be read back")
     return store
@@ -172,33 +177,34 @@ def _compute(
 ) -> None:
     """Embed `sentences` into `path.partial` (resuming a killed run of the same key), then
     rename it to `path`."""
-    partial = path.with_name(path.name + ".partial")
+    partial = PartialOutput(path.with_name(path.name + ".partial"), {"key": key})
     bilm = embedder.model
-    with open_partial(partial, {"key": key}) as out:
-        done = int(out.attrs["lines_done"])
-        with tqdm(total=len(sentences), initial=done, unit="sentence", disable=not progress,
-                  desc="caching biLM layers") as bar:
-            for i, layers in embedder.iter_embeddings(sentences[done:]):
-                name = str(done + i)
-                if name in out:  # left over from a killed run
-                    del out[name]
-                out.create_dataset(name, data=layers.astype(dtype, copy=False))
-                if (done + i + 1) % (16 * embedder.batch_size) == 0:
-                    out.attrs["lines_done"] = done + i + 1
-                    out.flush()
-                bar.update(1)
+    done = partial.done
+    with tqdm(total=len(sentences), initial=done, unit="sentence", disable=not progress,
+              desc="caching biLM layers") as bar:
+        for start in range(done, len(sentences), embedder.chunk_size):
+            part = sentences[start:start + embedder.chunk_size]
+            partial.save(start + len(part), [
+                (str(start + i), layers.astype(dtype, copy=False))
+                for i, layers in embedder.iter_embeddings(part)])
+            bar.update(len(part))
+    with partial.final(path) as out:
+        partial.assemble(out)
         write_index(out, {" ".join(s): str(i) for i, s in enumerate(sentences)})
-        out.attrs.update({"num_sentences": len(sentences), "num_layers": bilm.num_layers,
-                          "dim": bilm.config.output_dim, "dtype": dtype,
-                          "layer_rms": _layer_rms(out, len(sentences), bilm.num_layers)})
-    os.replace(partial, path)
+        out.attrs.update({"key": key, "num_sentences": len(sentences),
+                          "num_layers": bilm.num_layers, "dim": bilm.config.output_dim,
+                          "dtype": dtype,
+                          "layer_rms": layer_rms((out[str(i)][...]
+                                                  for i in range(len(sentences))),
+                                                 bilm.num_layers)})
 
 
-def _layer_rms(out: h5py.File, n: int, num_layers: int) -> list[float]:
-    """Each layer's root mean square element over the n sentences of `out` (read one by one)."""
+def layer_rms(sentence_layers: Iterable[np.ndarray], num_layers: int) -> list[float]:
+    """Each layer's root mean square element over the sentences' layers (L+1, n_i, 2P), read
+    one by one."""
     squares, count = np.zeros(num_layers), 0
-    for i in range(n):
-        layers = out[str(i)][...].astype(np.float64)  # (L+1, n_i, 2P)
+    for layers in sentence_layers:
+        layers = layers.astype(np.float64)
         squares += (layers**2).sum(axis=(1, 2))
         count += layers[0].size
     return ((squares / max(count, 1)) ** 0.5).tolist()

@@ -8,21 +8,24 @@ line's text to its number (as a string; a repeated line maps to its last number)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
+import numpy as np
 
-from elmo.atomic import atomic_output, claim_output
+from elmo.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.errors import ElmoError
 
 INDEX = "sentence_to_index"
 # A shard keeps its run's identity attributes (input and model digests, settings) so that
 # `merge_shards` can check that the parts belong together; these two order them.
 SHARD_ATTRS = ("num_shards", "shard_index")
-# A partial file's progress: lines done, and the empty lines among them (for the warning).
-LINES_DONE, EMPTY_LINES, FIRST_EMPTY = "lines_done", "empty_lines", "first_empty"
+# A partial output's record of what the run is made of (input, model, settings).
+IDENTITY = "identity.json"
 # Settings that keep a writer's memory flat however many lines it writes. HDF5 1.8's group
 # format: in the oldest one (the default) the names of a group's members live in one heap held
 # in memory (~70 bytes per dataset). File space "aggregate": the default free-space manager keeps
@@ -48,37 +51,94 @@ def shard_range(n_lines: int, num_shards: int, shard_index: int, align: int = 1)
     return range(boundary(shard_index), boundary(shard_index + 1))
 
 
-@contextmanager
-def open_partial(path: Path, identity: dict[str, str]) -> Iterator[h5py.File]:
-    """`path` opened for appending if the same run made it, else started anew.
+class PartialOutput:
+    """A resumable HDF5 output in progress: the directory `path` (OUTPUT.partial) holds
+    `identity.json` (what the run is made of) and one segment file per save, each written
+    under a temporary name and renamed when complete, so a kill at any moment loses at most
+    the segment being written. A directory of another run (or an older version's partial
+    file) is removed and the run starts anew. The caller holds the output's lock.
 
-    `identity` (strings) says what the run is made of; the file's `lines_done` attribute says
-    how far it got.
+    `done`: the first line not yet saved (the end of the segments that follow on from
+    `start`); `save(start, datasets)` adds a segment; `assemble(out)` copies every dataset,
+    in order, into the final file `out`.
     """
-    if path.exists():
+
+    def __init__(self, path: Path, identity: dict[str, str], start: int = 0) -> None:
+        self.path, self.start = path, start
+        self.restarted = path.exists() and _read_identity(path) != identity
+        if path.is_dir() and not self.restarted:
+            for leftover in path.glob(".*.tmp"):  # a segment being written when killed
+                leftover.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
         try:
-            f = h5py.File(path, "a", libver=NEW_FILE["libver"])
+            path.mkdir(exist_ok=True)
         except OSError as err:
-            if "lock" in str(err):  # HDF5's own file lock: open in another program
-                raise ElmoError(f"another process has {path} open: wait for it to finish, or "
-                                "choose another output") from None
-            f = None  # unreadable after a crash
-        if f is not None and all(f.attrs.get(k) == v for k, v in identity.items()) \
-                and LINES_DONE in f.attrs:
-            with f:
-                yield f
-            return
-        if f is not None:
-            f.close()
-        path.unlink()
+            raise ElmoError(f"cannot write {path}: {err.strerror}") from None
+        if not (path / IDENTITY).exists():
+            atomic_write_text(path / IDENTITY, json.dumps(identity, indent=1, sort_keys=True))
+        self.segments = self._chain()
+
+    def _chain(self) -> list[Path]:
+        """The readable segments that follow on from `start`; any other is deleted."""
+        chain, end = [], self.start
+        for segment in sorted(self.path.glob("*.hdf5")):
+            first, _, stop = segment.stem.partition("-")
+            readable = first.isdigit() and stop.isdigit() and int(first) == end
+            if readable:
+                try:
+                    h5py.File(segment, "r").close()
+                except OSError:  # cut short by a crash of the machine
+                    readable = False
+            if readable:
+                chain.append(segment)
+                end = int(stop)
+            else:
+                segment.unlink()
+        return chain
+
+    @property
+    def done(self) -> int:
+        return int(self.segments[-1].stem.partition("-")[2]) if self.segments else self.start
+
+    def save(self, stop: int, datasets: Iterable[tuple[str, np.ndarray]]) -> None:
+        """Write the datasets of lines `done`..`stop` - 1 as one segment."""
+        segment = self.path / f"{self.done:012d}-{stop:012d}.hdf5"
+        with atomic_output(segment) as tmp, h5py.File(tmp, "w", **NEW_FILE) as f:
+            for name, data in datasets:
+                f.create_dataset(name, data=data)
+        self.segments.append(segment)
+
+    def assemble(self, out: h5py.File) -> list[str]:
+        """Copy every saved dataset into `out`; returns the names of those with no tokens
+        (second-to-last axis 0)."""
+        empty = []
+        for segment in self.segments:
+            with h5py.File(segment, "r") as f:
+                for name in f:
+                    f.copy(f[name], out, name)
+                    if f[name].shape[-2] == 0:
+                        empty.append(name)
+        return empty
+
+    @contextmanager
+    def final(self, output: Path) -> Iterator[h5py.File]:
+        """The complete output, opened for writing under a temporary name inside the partial
+        directory; renamed to `output` at the end of the block, the directory then removed."""
+        tmp = self.path / ".output.tmp"
+        with h5py.File(tmp, "w", **NEW_FILE) as f:
+            yield f
+        os.replace(tmp, output)
+        shutil.rmtree(self.path)
+
+
+def _read_identity(path: Path) -> dict[str, str] | None:
     try:
-        f = h5py.File(path, "w", **NEW_FILE)
-    except OSError as err:
-        raise ElmoError(f"cannot write {path}: {err}") from err
-    with f:
-        f.attrs.update(identity)
-        f.attrs[LINES_DONE] = 0
-        yield f
+        return json.loads((path / IDENTITY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def write_index(out: h5py.File, sentence_to_index: dict[str, str]) -> None:
@@ -90,14 +150,6 @@ def write_index(out: h5py.File, sentence_to_index: dict[str, str]) -> None:
 
 def read_index(f: h5py.File) -> dict[str, str]:
     return json.loads(f[INDEX][0])
-
-
-def finish_attrs(out: h5py.File, shard: bool) -> None:
-    """Drop the bookkeeping attributes of a complete file: all of them (the AllenNLP layout
-    has none), or, for a shard, only the progress (its identity stays, for merging)."""
-    for name in list(out.attrs):
-        if name in (LINES_DONE, EMPTY_LINES, FIRST_EMPTY) or not shard:
-            del out.attrs[name]
 
 
 def merge_shards(
@@ -117,7 +169,7 @@ def merge_shards(
                 attrs = {k: str(v) for k, v in f.attrs.items()}
         except OSError as err:
             raise ElmoError(f"cannot read shard {path}: not an HDF5 file ({err})") from None
-        if any(k not in attrs for k in SHARD_ATTRS) or LINES_DONE in attrs:
+        if any(k not in attrs for k in SHARD_ATTRS):
             raise ElmoError(f"{path} is not a complete shard written by `elmo embed "
                             "--num-shards`")
         infos.append((int(attrs["shard_index"]), Path(path), attrs))
@@ -133,7 +185,7 @@ def merge_shards(
     indices = [i for i, _, _ in infos]
     if indices != list(range(n)):
         raise ElmoError(f"merge needs shards 0..{n - 1} once each; got {indices}")
-    sentence_to_index: dict[str, str] = {}
+    sentence_to_index: dict[str, str] | None = None  # None: the run wrote no index
     with claim_output(output, inputs=shards, overwrite=overwrite), \
             atomic_output(output) as tmp, h5py.File(tmp, "w", **NEW_FILE) as out:
         for _, path, _ in infos:
@@ -141,6 +193,8 @@ def merge_shards(
                 for name in f:
                     if name != INDEX:
                         f.copy(f[name], out, name)
-                sentence_to_index.update(read_index(f))
-        write_index(out, sentence_to_index)
+                if INDEX in f:
+                    sentence_to_index = {**(sentence_to_index or {}), **read_index(f)}
+        if sentence_to_index is not None:
+            write_index(out, sentence_to_index)
     return Path(output)

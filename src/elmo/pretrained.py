@@ -113,6 +113,10 @@ def model_directory(model: str | Path | None) -> Path | None:
             raise ModelNotFoundError(
                 f"model {str(model)!r} is a file; give its directory: {FORMATS_NEEDED}"
             )
+        if is_task_run(path):
+            raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
+                            "the biLM it was trained with (its config.json says which, under "
+                            "task.elmo)")
         return path if is_native_dir(path) else None
     name = DEFAULT_MODEL if model is None else str(model)
     if name in RELEASED_MODELS or name in EFML_RELEASES:
@@ -124,6 +128,26 @@ def model_directory(model: str | Path | None) -> Path | None:
         f"efml:<lang> such as efml:zhs, efml:en), a shipped model "
         f"({', '.join(shipped_models()) or 'none'}), nor a model directory ({FORMATS_NEEDED})"
     )
+
+
+def is_task_run(directory: str | Path) -> bool:
+    """Whether `directory` is a run of `elmo task train` (its config.json records the task)."""
+    try:
+        saved = json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and "task" in saved
+
+
+def model_format(model: str | Path | None) -> str:
+    """"native", "efml" or "bilm-tf": the format of `model`, without downloading it (a name
+    that names no model is a ModelNotFoundError, as in `model_directory`)."""
+    if model_directory(model) is not None:
+        return "native"
+    path = Path(str(model))
+    if str(model) in EFML_RELEASES or (path.exists() and is_efml_dir(path)):
+        return "efml"
+    return "bilm-tf"
 
 
 def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:
@@ -178,8 +202,11 @@ def model_vocab_file(model: str | Path | None) -> Path | None:
 
 def recorded_tokenizer(model: str | Path | None) -> str | None:
     """The tokenizer `model` was trained with, as recorded in its directory: `run.json` of an
-    `elmo train` run, or a shipped model's `card.json`; None when nothing is recorded."""
+    `elmo train` run, or the `card.json` of a shipped or exported model (an official pair's
+    directory too); None when nothing is recorded."""
     directory = model_directory(model)
+    if directory is None and model is not None and Path(model).is_dir():
+        directory = Path(model)
     if directory is None:
         return None
     for record, keys in ((directory / RUN_NAME, ("config", "tokenizer")),

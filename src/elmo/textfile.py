@@ -69,8 +69,8 @@ def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tu
                 except UnicodeDecodeError as err:
                     raise InputFileError(
                         f"{name}, line {number + 1}: not valid UTF-8 ({err.reason} at byte "
-                        f"{err.start}); convert the file to UTF-8 (or, with `elmo embed`, pass "
-                        "--encoding-errors replace)"
+                        f"{err.start}); convert the file to UTF-8 (or, where the command takes it, "
+                        "pass --encoding-errors replace)"
                     ) from None
                 if number == 0 and text.startswith("\ufeff"):
                     text = text[1:]

@@ -41,7 +41,8 @@ def heatmap(
     plt = _pyplot()
     rows, columns = values.shape
     label_inches = 0.08 * max(map(len, row_labels), default=0)  # room for the row labels
-    figure, axes = plt.subplots(figsize=(2.4 + 0.9 * columns + label_inches, 1.2 + 0.45 * rows))
+    height = max(1.2 + 0.45 * rows, 0.8 + 0.1 * len(ylabel))  # room for the y label
+    figure, axes = plt.subplots(figsize=(2.4 + 0.9 * columns + label_inches, height))
     image = axes.imshow(values, cmap="viridis", vmin=0.0, vmax=max(1.0, float(values.max())),
                         aspect="auto")
     axes.set_xticks(range(columns), labels=list(column_labels))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
@@ -88,12 +89,15 @@ def probe_accuracy(
 
 
 def probe_layers(
-    train: TokenFeatures, test: TokenFeatures, c: float = 1.0, max_iter: int = 300
+    train: TokenFeatures, test: TokenFeatures, c: float = 1.0, max_iter: int = 300,
+    progress: bool = True,
 ) -> dict[str, float]:
-    """Accuracy of a probe per representation: {"0": ..., ..., "L": ..., "average": ...}."""
+    """Accuracy of a probe per representation: {"0": ..., ..., "L": ..., "average": ...};
+    a progress bar counts the probes fitted."""
     return {name: probe_accuracy(train.representation(name), train.tags,
                                  test.representation(name), test.tags, c, max_iter, name)
-            for name in train.names}
+            for name in tqdm(train.names, desc="fitting probes", unit="probe",
+                             disable=not progress)}
 
 
 def majority_accuracy(train_tags: np.ndarray, test_tags: np.ndarray) -> float:

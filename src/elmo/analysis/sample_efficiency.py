@@ -60,8 +60,9 @@ def run_study(
     threads: int | None = None, train: TrainFunction = train_task,
 ) -> list[dict[str, Any]]:
     """Train every planned run (in OUT/NAME), `jobs` at a time (`elmo.tasks.parallel`), and
-    return one row per run, in plan order: system, fraction, seed, n_train, metric, split
-    ("test" when a test file is given, else "dev"), score."""
+    return one row per run, in plan order: system, fraction, seed, n_train, updates (optimizer
+    steps; `--min-updates` raises them for small fractions), metric, split ("test" when a test
+    file is given, else "dev"), score."""
     parallel = jobs > 1  # then one bar over the runs, none from the workers
     configs = [dataclasses.replace(base, elmo=spec.elmo, train_fraction=spec.fraction,
                                    seed=spec.seed, out=str(Path(out) / spec.name),
@@ -74,7 +75,8 @@ def run_study(
         spec = specs[i]
         split = "test" if result.get("test") is not None else "dev"
         rows[i] = {"system": spec.system, "fraction": spec.fraction, "seed": spec.seed,
-                   "n_train": result["n_train"], "metric": result["metric"],
+                   "n_train": result["n_train"], "updates": result.get("updates"),
+                   "metric": result["metric"],
                    "split": split, "score": float(result[split]), "run": spec.name}
     return rows
 
@@ -91,6 +93,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         var = sum((s - mean) ** 2 for s in scores) / (len(scores) - 1) if len(scores) > 1 else 0
         summary.append({"system": system, "fraction": fraction,
                         "n_train": round(sum(r["n_train"] for r in group) / len(group)),
+                        "updates": round(sum(r.get("updates") or 0 for r in group) / len(group)),
                         "mean": mean, "std": math.sqrt(var), "seeds": len(scores)})
     return sorted(summary, key=lambda r: (r["system"] != BASELINE, r["fraction"]))
 

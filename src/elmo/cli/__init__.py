@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from elmo import __version__
-from elmo.cli import analyze, embed, export, info, merge, perplexity, task, train, vocab
+from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
 from elmo.errors import ElmoError
 from elmo.hub import DownloadError
 
@@ -25,7 +25,12 @@ SUBCOMMANDS = {
     "task": task,
     "analyze": analyze,
     "info": info,
+    "serve": serve,
 }
+
+# Commands whose models are small: one thread is as fast, and a second one, on a host whose
+# cores are busy, makes them several times slower (OpenMP threads wait for each other).
+SMALL_MODEL_COMMANDS = ("task", "analyze")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -37,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elmo", description="ELMo: deep contextualized word representations."
     )
     parser.add_argument("--version", action="version", version=f"elmo {__version__}")
-    threads_help = "CPU threads for torch (default: torch's choice, usually one per core)"
+    threads_help = ("CPU threads for torch (default: 1 for task and analyze, whose models "
+                    "are small; torch's choice, usually one per core, for the others)")
     # before or after COMMAND; two names, as a subcommand's default would hide the first
     parser.add_argument("--threads", type=int, metavar="N", dest="threads_before",
                         help=threads_help)
@@ -71,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     threads = args.threads if args.threads is not None else args.threads_before
+    if threads is None and args.command in SMALL_MODEL_COMMANDS \
+            and "OMP_NUM_THREADS" not in os.environ:
+        threads = 1  # more threads than free cores slow these down 3-7x (docs/robustness.md)
     if threads is not None:
         if threads < 1:
             args.command_parser.error("--threads must be at least 1")

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from elmo.analysis.report import format_table
-from elmo.atomic import atomic_write_text
+from elmo.atomic import atomic_write_text, claim_output
+from elmo.cli.common import add_overwrite
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.tasks.recipe import TaskConfig
@@ -230,7 +233,7 @@ def _run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     embedder = _embedder(args, parser)
     train, test = (token_features(embedder, sentences, f"embedding {name}", not args.quiet)
                    for name, sentences in splits.items())
-    accuracy = probe_layers(train, test, args.c, args.max_iter)
+    accuracy = probe_layers(train, test, args.c, args.max_iter, progress=not args.quiet)
     majority = majority_accuracy(train.tags, test.tags)
     if args.json:
         print(json.dumps({"accuracy": accuracy, "majority": majority,
@@ -258,8 +261,19 @@ def _add_layer_weights(analyses: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--plot", metavar="PNG", help="write the heat map to this PNG file")
+    add_overwrite(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(run=_run_layer_weights)
+
+
+@contextmanager
+def _claim_plot(args: argparse.Namespace) -> Iterator[None]:
+    """--plot claimed (refused if it exists, without --overwrite) before the work starts."""
+    if args.plot is None:
+        yield
+        return
+    with claim_output(args.plot, overwrite=args.overwrite):
+        yield
 
 
 def _run_layer_weights(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -273,8 +287,9 @@ def _run_layer_weights(args: argparse.Namespace, parser: argparse.ArgumentParser
     mixes = [mix for run_dir, name in zip(args.run_dirs, run_names(args.run_dirs), strict=True)
              for mix in read_layer_weights(run_dir, name)]
     values = weights_matrix(mixes)
-    if args.plot:
-        plot_layer_weights(mixes, args.plot)
+    with _claim_plot(args):
+        if args.plot:
+            plot_layer_weights(mixes, args.plot)
     if args.json:
         print(json.dumps({"runs": [{"run": str(m.run), "placement": m.placement,
                                     "weights": m.weights} for m in mixes]}))
@@ -301,7 +316,9 @@ def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
         "task train` (--task, --train, --dev, --test, --format ...) except --out, --elmo, "
         "--seed and --train-fraction. Runs go to OUT/NAME and resume when the command is run "
         "again; OUT/sample_efficiency.json holds every run's score and the summary. Scores "
-        "are on --test when given, else on dev.",
+        "are on --test when given, else on dev. Give --min-updates N after -- so that the "
+        "smallest fractions get N updates too (their epochs then pass over the data several "
+        "times).",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="directory of the runs")
     p.add_argument("--model", default="default",
@@ -312,6 +329,7 @@ def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=_ints, default=list(DEFAULT_SEEDS), metavar="S[,S...]",
                    help=f"seeds (default {','.join(map(str, DEFAULT_SEEDS))})")
     p.add_argument("--plot", metavar="PNG", help="write the plot (error bars: std over seeds)")
+    add_overwrite(p)
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="runs at a time, each in its own process with its share of the torch "
                    "threads; N = the number of cores is fastest for small task models "
@@ -322,12 +340,18 @@ def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_run_sample_efficiency)
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
+def _numbers(kind: type) -> Callable[[str], list]:
+    """An argparse type: comma-separated numbers of `kind`, with an error that says so."""
+    def parse(text: str) -> list:
+        try:
+            return [kind(x) for x in text.split(",") if x]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a comma-separated list of {kind.__name__}s") from None
+    return parse
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+_floats, _ints = _numbers(float), _numbers(int)
 
 
 def _task_config(task_options: list[str], quiet: bool) -> TaskConfig:
@@ -355,20 +379,22 @@ def _run_sample_efficiency(args: argparse.Namespace, parser: argparse.ArgumentPa
     )
 
     base = _task_config(args.task_options, args.quiet)
-    rows = run_study(base, plan_runs(args.fractions, args.seeds, args.model), args.out,
-                     args.jobs)
-    summary = summarize(rows)
-    metric, split = rows[0]["metric"], rows[0]["split"]
-    result = {"metric": metric, "split": split, "model": args.model, "summary": summary,
-              "runs": rows}
-    atomic_write_text(Path(args.out) / "sample_efficiency.json", json.dumps(result, indent=2))
-    if args.plot:
-        plot_sample_efficiency(summary, args.plot, metric, split)
+    with _claim_plot(args):
+        rows = run_study(base, plan_runs(args.fractions, args.seeds, args.model), args.out,
+                         args.jobs)
+        summary = summarize(rows)
+        metric, split = rows[0]["metric"], rows[0]["split"]
+        result = {"metric": metric, "split": split, "model": args.model, "summary": summary,
+                  "runs": rows}
+        atomic_write_text(Path(args.out) / "sample_efficiency.json",
+                          json.dumps(result, indent=2))
+        if args.plot:
+            plot_sample_efficiency(summary, args.plot, metric, split)
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{split} {metric} (mean ± std over {len(args.seeds)} seed(s)); runs in {args.out}")
-    print(format_table(["system", "fraction", "train examples", "mean", "std"],
-                       [[r["system"], f"{r['fraction']:g}", r["n_train"], r["mean"], r["std"]]
-                        for r in summary], digits=2))
+    print(format_table(["system", "fraction", "train examples", "updates", "mean", "std"],
+                       [[r["system"], f"{r['fraction']:g}", r["n_train"], r["updates"],
+                         r["mean"], r["std"]] for r in summary], digits=2))
     return 0

@@ -10,7 +10,9 @@ from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.textfile import ENCODING_ERRORS
 
 USAGE = """elmo embed [options] MODEL INPUT OUTPUT
-       elmo embed [options] --options FILE --weights FILE INPUT OUTPUT"""
+       elmo embed [options] --options FILE --weights FILE INPUT OUTPUT
+       elmo embed INPUT OUTPUT --all|--top|--average --options-file F --weight-file F [...]
+                  (AllenNLP's `allennlp elmo` flags)"""
 SHARD = "{shard}"
 
 
@@ -24,28 +26,45 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "MODEL is a released name (small, medium, original, original-5.5B, efml:<lang>), "
         "'default', a directory in our format, an ELMoForManyLangs model directory, or a "
         "directory holding one official options/weights pair; "
-        "or give --options and --weights instead. OUTPUT is written as OUTPUT.partial and "
-        "renamed when complete; the same command resumes a killed run. An existing OUTPUT is "
-        "replaced only with --overwrite; a missing directory is created.",
+        "or give --options and --weights instead. Work is saved in the directory OUTPUT.partial "
+        "and OUTPUT assembled from it; the same command resumes a killed run. An existing OUTPUT "
+        "is replaced only with --overwrite; a missing directory is created. AllenNLP's "
+        "`allennlp elmo` flags work too (--all/--top/--average, --options-file, --weight-file, "
+        "--cuda-device, --forget-sentences, --use-sentence-keys); add --stateful for its "
+        "numbers.",
     )
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
-    p.add_argument("--options", help="official options.json (with --weights, instead of MODEL)")
-    p.add_argument("--weights", help="official weights.hdf5 (with --options)")
-    p.add_argument("--layers", choices=LAYER_MODES, default="all",
-                   help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
+    p.add_argument("--options", "--options-file", dest="options",
+                   help="official options.json (with --weights, instead of MODEL)")
+    p.add_argument("--weights", "--weight-file", dest="weights",
+                   help="official weights.hdf5 (with --options)")
+    layers = p.add_mutually_exclusive_group()
+    layers.add_argument("--layers", choices=LAYER_MODES, default="all",
+                        help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
+    for mode in LAYER_MODES:
+        layers.add_argument(f"--{mode}", dest="layers", action="store_const", const=mode,
+                            help=f"--layers {mode}")
     p.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                    help="type of the stored vectors; float16 halves the file (relative "
                    "error up to 5e-4). Default: float32")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
-                   "available, else cpu)")
+    device = p.add_mutually_exclusive_group()
+    device.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
+                        "available, else cpu)")
+    device.add_argument("--cuda-device", type=int, metavar="N",
+                        help="GPU N, or the cpu for -1 (AllenNLP's flag)")
     p.add_argument("--stateful", action="store_true",
                    help="the original's protocol: file order, batches of --batch-size, "
                    "LSTM state carried per batch row (reproduces its numbers)")
     p.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="strict",
                    help="strict: stop at a line that is not UTF-8 (default); replace: "
                    "replace invalid bytes with U+FFFD")
+    p.add_argument("--forget-sentences", action="store_true",
+                   help="leave out the 'sentence_to_index' dataset")
+    p.add_argument("--use-sentence-keys", action="store_true",
+                   help="name each line's dataset by its text instead of its number (lines "
+                   "must be distinct, not empty and without '/'; no 'sentence_to_index')")
     p.add_argument("--num-shards", type=int, default=1,
                    help="split INPUT into this many contiguous blocks of lines (default 1)")
     p.add_argument("--shard-index", type=int, default=None,
@@ -60,7 +79,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     official = args.options is not None or args.weights is not None
     expected = 2 if official else 3
     if len(args.paths) != expected:
-        form = "--options F --weights F INPUT OUTPUT" if official else "MODEL INPUT OUTPUT"
+        form = "--options-file F --weight-file F INPUT OUTPUT" if official else \
+            "MODEL INPUT OUTPUT (or --options-file F --weight-file F INPUT OUTPUT)"
         parser.error(f"embed takes {form}; got {len(args.paths)} paths: {args.paths}")
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
@@ -70,15 +90,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     input_path, output_path = args.paths[-2:]
     shard_index = _shard_index(args, output_path, parser)
     output_path = output_path.replace(SHARD, str(shard_index))
+    device = args.device
+    if args.cuda_device is not None:
+        device = "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
     embedder = Embedder.from_pretrained(
-        model, options=args.options, weights=args.weights, device=args.device,
+        model, options=args.options, weights=args.weights, device=device,
         batch_size=args.batch_size, stateful=args.stateful,
         tokenizer=args.tokenizer,
     )
     embedder.embed_file(input_path, output_path, layers=args.layers, dtype=args.dtype,
                         encoding_errors=args.encoding_errors, progress=not args.quiet,
                         num_shards=args.num_shards, shard_index=shard_index,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, forget_sentences=args.forget_sentences,
+                        use_sentence_keys=args.use_sentence_keys)
     return 0
 
 

@@ -4,15 +4,16 @@ in our format (config.json + model.safetensors)."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
-from elmo.atomic import atomic_output, claim_output
+from elmo.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.cli.common import add_overwrite
 from elmo.formats.bilm_tf import save_bilm_tf
 from elmo.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
-from elmo.pretrained import load_bilm, model_vocab_file
+from elmo.pretrained import CARD_NAME, load_bilm, model_vocab_file, recorded_tokenizer
 
 # The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
 FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}
@@ -27,8 +28,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "OUTDIR (created if missing): "
         "bilm-tf writes options.json + weights.hdf5, native writes config.json + "
         "model.safetensors (what `elmo embed OUTDIR` loads fastest); plus vocab.txt when MODEL "
-        "has one. The softmax is not exported (the official prediction files have none). "
-        "bilm-tf holds byte-level models only: ELMoForManyLangs models export to native.",
+        "has one, and card.json with the tokenizer MODEL records. The softmax is not exported "
+        "(the official prediction files have none). bilm-tf holds byte-level models only: "
+        "ELMoForManyLangs models export to native.",
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("out_dir", metavar="OUTDIR")
@@ -40,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     vocab = model_vocab_file(args.model)
-    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ())
+    tokenizer = recorded_tokenizer(args.model)
+    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ()) \
+        + ((CARD_NAME,) if tokenizer is not None else ())
     model_path = [args.model] if Path(args.model).exists() else []
     with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
                       directory_of=names) as out_dir:
@@ -52,6 +56,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if vocab is not None:
             with atomic_output(out_dir / VOCAB_NAME) as tmp:
                 shutil.copyfile(vocab, tmp)
+        if tokenizer is not None:  # `elmo embed OUTDIR` splits lines as MODEL does
+            atomic_write_text(out_dir / CARD_NAME, json.dumps(
+                {"tokenizer": tokenizer, "exported_from": str(args.model)}, indent=2) + "\n")
     written = [out_dir / name for name in names]
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

@@ -1,5 +1,5 @@
-"""`elmo task`: train a task model with ELMo (tagging, classification, pairs), evaluate it,
-predict with it."""
+"""`elmo task`: train a task model with ELMo (tagging, classification, pairs, answer spans),
+evaluate it, predict with it."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(Task
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="train, evaluate and use task models with ELMo",
                        description="Task models that use ELMo: a BiLSTM-CRF tagger, a sentence "
-                       "classifier and an ESIM-style sentence-pair model.")
+                       "classifier, an ESIM-style sentence-pair model and a BiDAF-style "
+                       "question-answering (answer span) model.")
     commands = p.add_subparsers(dest="task_command", required=True, metavar="ACTION")
     _add_train(commands)
     _add_evaluate(commands)
@@ -56,7 +57,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--format", required=True, choices=FORMATS,
                       help="conll: token per line, white-space columns, blank line between "
                       "sentences; conllu; label-text: 'LABEL sentence' per line; tsv: header "
-                      "row, tab-separated columns. Files may be .gz")
+                      "row, tab-separated columns; squad: SQuAD-layout JSON (v1.1, v2.0). Files "
+                      "may be .gz")
     group.add_argument("--token-column", type=int, default=d.token_column, help="conll")
     group.add_argument("--tag-column", type=int, default=d.tag_column,
                       help="conll (negative: from the end)")
@@ -69,7 +71,9 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
     group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
-                      help="label-text and tsv sentences")
+                       help="label-text and tsv sentences, squad passages and questions "
+                       "(default: the tokenizer --elmo records, as `elmo embed`; else "
+                       "whitespace; Chinese: chars)")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
                       help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
@@ -93,7 +97,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       help="instead of --dev: hold out this fraction of --train (the same part "
                       "in every run)")
     data.add_argument("--test", metavar="FILE", help="scored with the best model at the end")
-    data.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    data.add_argument("--out", required=True, metavar="DIR", help="run directory: new, empty, "
+                      "or this run's (resumed)")
     _format_options(data)
     data.add_argument("--train-fraction", type=float, default=d.train_fraction, metavar="F",
                       help="train on this fraction of --train, sampled with --seed (the "
@@ -128,19 +133,37 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
-                       help="default: span-f1 with --scheme, else accuracy")
+                       help="default: span-f1 with --scheme, squad-f1 for --task span, else "
+                       "accuracy")
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
-    train.add_argument("--epochs", type=int, default=d.epochs, help="at most this many")
+    train.add_argument("--epochs", type=int, default=d.epochs,
+                       help="at most this many (the best dev epoch is kept)")
     train.add_argument("--patience", type=int, default=d.patience,
                        help="stop after this many epochs without a better dev score")
+    train.add_argument("--min-updates", type=int, default=d.min_updates, metavar="N",
+                       help="make at least N updates in --epochs epochs: an epoch (one dev "
+                       "score) is then several passes over a small training set")
     train.add_argument("--batch-size", type=int, default=d.batch_size, help="examples")
     train.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
     train.add_argument("--embedding-dim", type=int, default=d.embedding_dim,
-                       help="trainable word embeddings")
+                       help="word embeddings (default: the --word-vectors' dimension, else "
+                       "100)")
+    train.add_argument("--word-vectors", metavar="FILE",
+                       help="start the word embeddings from these static vectors (word2vec / "
+                       "GloVe text format, header line optional, may be .gz); words the file "
+                       "lacks start random; the vocabulary's coverage is printed and kept in "
+                       "config.json")
+    train.add_argument("--freeze-word-vectors", action="store_true",
+                       help="keep the word embeddings fixed during training")
+    train.add_argument("--max-answer-tokens", type=int, default=d.max_answer_tokens,
+                       metavar="N", help="--task span: the longest answer predicted")
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
     train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run of other options in --out, or write into a directory "
+                   "that holds other files (a biLM directory is never replaced)")
     _runtime_options(p)
     p.set_defaults(run=run_train)
 
@@ -152,16 +175,19 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: metric, score (0..100), n, file, run")
+                   help="print one JSON object: metric, score (0..100), n, file, run (span: "
+                   "also exact_match)")
     _runtime_options(p)
     p.set_defaults(run=run_evaluate)
 
 
 def _add_predict(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("predict", help="tag or label a file with a trained task model",
+    p = commands.add_parser("predict", help="tag, label or answer a file with a trained "
+                            "task model",
                             description="Write OUTPUT: INPUT (in the run's format) with its "
                             "tags or labels replaced by the model's, or added where it has "
-                            "none (conll, tsv).")
+                            "none (conll, tsv); for --format squad, SQuAD's prediction file "
+                            "{question id: answer text}.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
@@ -192,7 +218,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     options = {k: v for k, v in vars(args).items() if k in TaskConfig.__dataclass_fields__}
-    result = train_task(TaskConfig(**options, progress=not args.quiet))
+    result = train_task(TaskConfig(**options, progress=not args.quiet), args.overwrite)
     if not args.quiet:
         test = f", test {result['test']:.2f}" if result.get("test") is not None else ""
         print(f"{result['metric']}: dev {result['dev']:.2f} (epoch {result['best_epoch']})"
@@ -205,7 +231,8 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['metric']} {result['score']:.2f} on {result['file']} "
+        em = f", exact match {result['exact_match']:.2f}" if "exact_match" in result else ""
+        print(f"{result['metric']} {result['score']:.2f}{em} on {result['file']} "
               f"({result['n']} examples)")
     return 0
 
@@ -223,8 +250,10 @@ def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--format tsv needs --text-columns")
     options = {"conll": ("token_column", "tag_column"), "conllu": ("tag",),
                "label-text": ("tokenizer",),
-               "tsv": ("text_columns", "label_column", "tokenizer")}[args.format]
+               "tsv": ("text_columns", "label_column", "tokenizer"),
+               "squad": ("tokenizer",)}[args.format]
     with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
+        args.tokenizer = args.tokenizer or "whitespace"  # no biLM here to record one
         n = export_text(args.input, args.output, args.format,
                         encoding_errors=args.encoding_errors,
                         **{k: getattr(args, k) for k in options})

@@ -44,6 +44,24 @@ def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
     return x.gather(1, index)
 
 
+def add_boundaries(
+    x: torch.Tensor, lengths: torch.Tensor, bos: torch.Tensor, eos: torch.Tensor
+) -> torch.Tensor:
+    """x (B, T, ...) whose row b holds `lengths[b]` tokens -> (B, T+2, ...) holding
+    `bos, tokens, eos` (bos and eos: one token's (...) entry, e.g. char ids or a vector)."""
+    b, t = x.shape[:2]
+    wrapped = x.new_zeros(b, t + 2, *x.shape[2:])
+    wrapped[:, 1 : t + 1] = x
+    wrapped[:, 0] = bos
+    wrapped[torch.arange(b, device=x.device), lengths + 1] = eos
+    return wrapped
+
+
+def words_only(mask: torch.Tensor) -> torch.Tensor:
+    """The mask (B, T+2) of wrapped sentences -> the mask of their words, (B, T)."""
+    return mask[:, 2:]  # position t+1 is a word iff t + 2 < length
+
+
 class BiLM(nn.Module):
     """Bidirectional language model encoder.
 
@@ -102,7 +120,8 @@ class BiLM(nn.Module):
                              "encoder): make them with bilm.batch_to_ids(sentences)")
         mask = (char_ids > 0).any(dim=-1)  # (B, T)
         lengths = mask.sum(dim=1)  # (B,)
-        char_ids, lengths = self._add_boundaries(char_ids, lengths)  # (B, T+2, C)
+        char_ids = add_boundaries(char_ids, lengths, self.bos_ids, self.eos_ids)  # (B, T+2, C)
+        lengths = lengths + 2
         tokens = self.encode_tokens(char_ids)  # (B, T+2, P)
         return self.contextualize(tokens, lengths, keep_boundaries)
 
@@ -147,7 +166,7 @@ class BiLM(nn.Module):
         full_mask = torch.arange(t, device=lengths.device) < lengths.unsqueeze(1)  # (B, T+2)
         if keep_boundaries:
             return BiLMOutput(layers.mul_(full_mask[None, :, :, None]), full_mask)
-        mask = full_mask[:, 2:]  # position t+1 is a word iff t + 2 < length
+        mask = words_only(full_mask)
         inner = layers[:, :, 1:-1]  # a view without <S>; </S> and padding zeroed next
         return BiLMOutput(inner.mul_(mask[None, :, :, None]), mask)
 
@@ -170,16 +189,6 @@ class BiLM(nn.Module):
         return [out[:, inverse] for out in outputs]
 
     # ---- internals ------------------------------------------------------------------
-
-    def _add_boundaries(
-        self, char_ids: torch.Tensor, lengths: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        b, t, c = char_ids.shape
-        wrapped = char_ids.new_zeros(b, t + 2, c)
-        wrapped[:, 1 : t + 1] = char_ids
-        wrapped[:, 0] = self.bos_ids
-        wrapped[torch.arange(b, device=char_ids.device), lengths + 1] = self.eos_ids
-        return wrapped, lengths + 2
 
     def _initial_states(self, order: torch.Tensor, like: torch.Tensor) -> list[LSTMState]:
         """Carried state for the rows of this call (zeros for rows never seen), sorted."""

@@ -2,32 +2,50 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from elmo.errors import ElmoError
-from elmo.modules.bilm import BiLM
+from elmo.modules.bilm import BiLM, add_boundaries, words_only
 from elmo.modules.scalar_mix import ScalarMix
+
+Representations = dict[str, torch.Tensor | list[torch.Tensor]]
 
 
 class Elmo(nn.Module):
     """ELMo representations for a task model: `num_output_representations` mixes of the biLM's
-    L+1 layers, each followed by dropout (AllenNLP's `Elmo` interface).
+    L+1 layers, each followed by dropout. Constructor and call are AllenNLP's `Elmo`'s.
 
-    The biLM is frozen by default: it stays in eval mode and gets no gradient, while the mixes
-    still train. `requires_grad=True` fine-tunes it (it then follows `train()`/`eval()`).
-    `scalar_mix_parameters` fixes every mix's s to these values (not trained); `mode` picks
-    "learned" (default), "average", "top" or "layer:K" for every mix; `layer_scales` (L+1
-    constants, e.g. 1 / `LayerStore.layer_rms`) multiply the layers before every mix.
+    This class takes its biLM as `module`: a `BiLM`, or (as AllenNLP) any module called as
+    `module(char_ids, word_ids)` that returns AllenNLP's dict of "activations" (L+1 tensors
+    (B, T+2, D) with the sentence boundaries) and "mask" (B, T+2). `elmo.Elmo`, the class
+    users import, also reads `options_file` and `weight_file`, and its state dict has
+    AllenNLP's layout (this one's: `_elmo_lstm.*` as the biLM's own, `scalar_mix_{k}.*`).
 
-    Stateless: every sentence starts from a zero LSTM state, so its vectors do not depend on
-    its batch, its neighbours or its padding. AllenNLP's `Elmo` is stateful: it carries each
-    batch row's final LSTM state into the same row of the next call, so a sentence's vectors
-    depend on the batches before it (and on which row it lands in); running the same sentence
-    twice gives different vectors, and AllenNLP recommends warming the state up on a few
-    batches first. Set `elmo.bilm.stateful = True` to reproduce that.
+    A `BiLM` is frozen by default: it stays in eval mode and gets no gradient, while the
+    mixes still train. `requires_grad=True` fine-tunes it (it then follows `train()`/`eval()`,
+    with the LSTM dropout its config carries: none for official options without a "dropout"
+    key, as AllenNLP). `vocab_to_cache` (words; word id i is `vocab_to_cache[i]`, 0 is
+    padding) precomputes their char-CNN vectors, used when `forward` gets `word_inputs`.
+    `scalar_mix_parameters` fixes every mix's s to these values (not trained).
+
+    `do_layer_norm` normalises each layer before mixing by the mean and variance of the
+    batch's positions, which by default include `<S>` and `</S>` (AllenNLP's numbers);
+    `layer_norm_boundaries=False` leaves them out (bilm-tf's `weight_layers`).
+
+    Ours beside AllenNLP's (keyword-only): `mode` picks "learned" (default), "average", "top"
+    or "layer:K" for every mix; `layer_scales` (L+1 constants, e.g. 1 / `LayerStore.layer_rms`)
+    multiply the layers before every mix.
+
+    Stateless by default: every sentence starts from a zero LSTM state, so its vectors do not
+    depend on its batch, its neighbours or its padding. AllenNLP's `Elmo` is stateful: it
+    carries each batch row's final LSTM state into the same row of the next call, so a
+    sentence's vectors depend on the batches before it (and on which row it lands in).
+    `stateful=True` reproduces that.
     """
 
     def __init__(
@@ -38,71 +56,186 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         do_layer_norm: bool = False,
         dropout: float = 0.5,
+        vocab_to_cache: list[str] | None = None,
         keep_sentence_boundaries: bool = False,
         scalar_mix_parameters: list[float] | None = None,
+        module: nn.Module | None = None,
+        *,
+        stateful: bool = False,
         mode: str = "learned",
         layer_scales: list[float] | None = None,
-        *,
-        bilm: BiLM | None = None,
+        layer_norm_boundaries: bool = True,
     ) -> None:
         super().__init__()
-        if (bilm is None) == (options_file is None or weight_file is None):
-            raise ElmoError("Elmo needs either options_file and weight_file or a bilm")
-        if bilm is None:
-            from elmo.formats.bilm_tf import load_bilm_tf  # formats import modules
-
-            bilm = load_bilm_tf(options_file, weight_file)
-        self.bilm = bilm
+        files = options_file is not None or weight_file is not None
+        if module is not None and files:
+            raise ElmoError("Elmo takes options_file and weight_file, or module=, not both")
+        if module is None:
+            if options_file is None or weight_file is None:
+                raise ElmoError("Elmo needs options_file and weight_file (or a biLM as module=)")
+            module = self.read_bilm(options_file, weight_file)
+        self._elmo_lstm = module
         self.requires_grad = requires_grad
         self.keep_sentence_boundaries = keep_sentence_boundaries
-        self.bilm.stateful = False
-        self.bilm.reset_states()
-        self.bilm.requires_grad_(requires_grad)
-        self.mixes = nn.ModuleList(
-            ScalarMix(
-                self.bilm.num_layers,
+        self.layer_norm_boundaries = layer_norm_boundaries
+        self._word_embedding: nn.Embedding | None = None
+        if isinstance(module, BiLM):
+            module.stateful = stateful
+            module.reset_states()
+            module.requires_grad_(requires_grad)
+            num_layers = module.num_layers
+            if vocab_to_cache:
+                self._word_embedding = self._cache_words(module, vocab_to_cache, requires_grad)
+        else:
+            if stateful or vocab_to_cache:
+                raise ElmoError("stateful and vocab_to_cache need a BiLM; the module= given is "
+                                f"a {type(module).__name__}")
+            num_layers = module.num_layers
+        for k in range(num_output_representations):
+            self.add_module(f"scalar_mix_{k}", ScalarMix(
+                num_layers,
                 do_layer_norm=do_layer_norm,
                 initial_scalar_parameters=scalar_mix_parameters,
                 trainable=scalar_mix_parameters is None,
                 mode=mode,
                 layer_scales=layer_scales,
-            )
-            for _ in range(num_output_representations)
-        )
+            ))
+        self.num_output_representations = num_output_representations
         self.dropout = nn.Dropout(dropout)
+        self.register_state_dict_post_hook(_write_layout)
+        self.register_load_state_dict_pre_hook(_read_layout)
         self.train(self.training)
 
-    @classmethod
-    def from_pretrained(
-        cls, model: str | Path | None, num_output_representations: int, **kwargs
-    ) -> Elmo:
-        """Elmo over any MODEL `elmo embed` takes: None/"default", a released name or a
-        model directory (ours or an official options/weights pair)."""
-        from elmo.pretrained import load_bilm  # pretrained imports modules
+    @staticmethod
+    def read_bilm(options_file: str | Path, weight_file: str | Path) -> nn.Module:
+        """The biLM of an options/weights pair: read by `elmo.Elmo` (above the formats)."""
+        raise ElmoError(f"elmo.modules.elmo.Elmo takes its biLM as module=; to read "
+                        f"{options_file} and {weight_file}, use elmo.Elmo")
 
-        return cls(None, None, num_output_representations, bilm=load_bilm(model), **kwargs)
+    def write_layout(self, state: dict[str, torch.Tensor], prefix: str) -> None:
+        """Rewrite this module's entries (keys under `prefix`) of a state dict being saved;
+        here none: `_elmo_lstm.*` (the biLM's own keys), `scalar_mix_{k}.*`."""
+
+    def read_layout(self, state: dict[str, torch.Tensor], prefix: str) -> None:
+        """Rewrite the entries under `prefix` of a state dict being loaded into this module's
+        layout. Earlier versions' keys: `bilm.*` is now `_elmo_lstm.*`, `mixes.{k}.*`
+        `scalar_mix_{k}.*` (each ScalarMix upgrades its own tensors)."""
+        renames = [("bilm.", "_elmo_lstm.")] + [
+            (f"mixes.{k}.", f"scalar_mix_{k}.") for k in range(self.num_output_representations)]
+        for key in list(state):
+            for old, new in renames:
+                if key.startswith(prefix + old):
+                    state[prefix + new + key.removeprefix(prefix + old)] = state.pop(key)
+
+    @staticmethod
+    def _cache_words(bilm: BiLM, words: list[str], trainable: bool) -> nn.Embedding:
+        """The char-CNN vectors of `words` as an embedding table (V, P); id 0 is padding."""
+        if trainable:
+            warnings.warn("fine-tuning the biLM with vocab_to_cache: the cached word vectors "
+                          "train apart from the char-CNN that made them", stacklevel=3)
+        ids = bilm.batch_to_ids([words])[0]  # (V, C): the model's own token ids
+        with torch.no_grad():
+            table = bilm.token_encoder(ids.to(bilm.bos_ids.device))  # (V, P)
+        return nn.Embedding.from_pretrained(table, freeze=not trainable,
+                                            padding_idx=0)
+
+    @property
+    def bilm(self) -> BiLM:
+        """The biLM (a `BiLM`; an error for a module= of another kind)."""
+        if not isinstance(self._elmo_lstm, BiLM):
+            raise ElmoError(f"this Elmo runs a {type(self._elmo_lstm).__name__}, not a BiLM")
+        return self._elmo_lstm
+
+    @property
+    def mixes(self) -> list[ScalarMix]:
+        """The ScalarMixes `scalar_mix_0` .. `scalar_mix_{N-1}`, one per representation."""
+        return [getattr(self, f"scalar_mix_{k}") for k in range(self.num_output_representations)]
 
     @property
     def output_dim(self) -> int:
         """2P: the size of each representation."""
-        return self.bilm.config.output_dim
+        if isinstance(self._elmo_lstm, BiLM):
+            return self._elmo_lstm.config.output_dim
+        return self._elmo_lstm.get_output_dim()
+
+    def get_output_dim(self) -> int:
+        """2P: the size of each representation (AllenNLP's name for `output_dim`)."""
+        return self.output_dim
 
     def train(self, mode: bool = True) -> Elmo:
-        """A frozen biLM stays in eval mode (no LSTM dropout) whatever the task model does."""
+        """A frozen BiLM stays in eval mode (no LSTM dropout) whatever the task model does."""
         super().train(mode)
-        self.bilm.train(mode and self.requires_grad)
+        if isinstance(self._elmo_lstm, BiLM):
+            self._elmo_lstm.train(mode and self.requires_grad)
         return self
 
-    def forward(self, char_ids: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
-        """char_ids (B, T, C) from `batch_to_ids` -> {"elmo_representations": N x (B, T, 2P),
-        "mask": (B, T) bool}; with `keep_sentence_boundaries`, T + 2 positions (<S>, </S>)."""
-        with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
-            out = self.bilm(char_ids, keep_boundaries=self.keep_sentence_boundaries)
-        return self.represent(out.layers, out.mask)  # layers (L+1, B, T, 2P)
+    def forward(
+        self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None
+    ) -> Representations:
+        """Character ids (B, T, C) from `batch_to_ids` (or (B, N, T, C): N sentences per
+        example) -> {"elmo_representations": N x (B, T, 2P), "mask": (B, T) bool}; with
+        `keep_sentence_boundaries`, T + 2 positions (<S>, </S>). `word_inputs` (B, T) (or
+        (B, N, T)): ids into `vocab_to_cache` for the same tokens, to skip the char-CNN."""
+        shape = inputs.shape
+        char_ids = inputs.reshape(-1, *shape[-2:]) if inputs.dim() > 3 else inputs
+        word_ids = None
+        if word_inputs is not None:
+            if self._word_embedding is None:
+                warnings.warn("word_inputs were passed to Elmo without vocab_to_cache: they are "
+                              "ignored", stacklevel=2)
+            else:
+                word_ids = word_inputs.reshape(-1, word_inputs.shape[-1])
+        layers, mask, boundaries = self._layers(char_ids, word_ids)
+        # Layer-norm statistics over the words, or (AllenNLP) over the words and boundaries.
+        stats_mask = mask if self.layer_norm_boundaries or not boundaries else \
+            F.pad(words_only(mask), (1, 1))
+        out_mask = mask if self.keep_sentence_boundaries or not boundaries else words_only(mask)
+        representations = []
+        for mix in self.mixes:
+            h = mix(layers, stats_mask)  # (B, T or T+2, 2P)
+            if boundaries and not self.keep_sentence_boundaries:
+                h = h[:, 1:-1] * out_mask.unsqueeze(-1)  # </S> and padding zeroed
+            representations.append(self.dropout(h))
+        if inputs.dim() > 3:
+            lead = shape[:-2]
+            out_mask = out_mask.reshape(*lead, out_mask.shape[-1])
+            representations = [h.reshape(*lead, *h.shape[-2:]) for h in representations]
+        return {"elmo_representations": representations, "mask": out_mask}
 
-    def represent(
-        self, layers: torch.Tensor, mask: torch.Tensor
-    ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
-        """Precomputed layers (L+1, B, T, 2P) and mask (B, T) -> the mixes with dropout."""
+    def _layers(
+        self, char_ids: torch.Tensor, word_ids: torch.Tensor | None
+    ) -> tuple[torch.Tensor | list[torch.Tensor], torch.Tensor, bool]:
+        """The L+1 layers (B, T', D) each, their mask (B, T'), and whether T' = T + 2 (the
+        boundaries included): always for a foreign module; for a BiLM only when kept or
+        needed for AllenNLP's layer-norm statistics."""
+        if not isinstance(self._elmo_lstm, BiLM):
+            out = self._elmo_lstm(char_ids, word_ids)
+            return out["activations"], out["mask"].bool(), True
+        boundaries = self.keep_sentence_boundaries or (
+            self.layer_norm_boundaries and any(mix.do_layer_norm for mix in self.mixes))
+        bilm = self._elmo_lstm
+        with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
+            if word_ids is not None and 0 <= int(word_ids.min()) and \
+                    int(word_ids.max()) < self._word_embedding.num_embeddings:
+                lengths = (word_ids > 0).sum(dim=1)
+                bos_eos = bilm.encode_tokens(torch.stack([bilm.bos_ids, bilm.eos_ids]))  # (2, P)
+                vectors = self._word_embedding(word_ids)  # (B, T, P)
+                tokens = add_boundaries(vectors, lengths, bos_eos[0], bos_eos[1])
+                out = bilm.contextualize(tokens, lengths + 2, keep_boundaries=boundaries)
+            else:  # no cache, or words outside it: the char-CNN (as AllenNLP backs off)
+                out = bilm(char_ids, keep_boundaries=boundaries)
+        return out.layers, out.mask, boundaries  # (L+1, B, T', 2P), (B, T')
+
+    def represent(self, layers: torch.Tensor, mask: torch.Tensor) -> Representations:
+        """Precomputed layers (L+1, B, T, 2P) and mask (B, T) -> the mixes with dropout; the
+        layer-norm statistics are over the positions `mask` marks."""
         representations = [self.dropout(mix(layers, mask)) for mix in self.mixes]  # (B, T, 2P)
         return {"elmo_representations": representations, "mask": mask}
+
+
+def _write_layout(module: Elmo, state: dict, prefix: str, _metadata: dict) -> None:
+    module.write_layout(state, prefix)
+
+
+def _read_layout(module: Elmo, state: dict, prefix: str, *_args) -> None:
+    module.read_layout(state, prefix)

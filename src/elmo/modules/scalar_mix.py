@@ -56,16 +56,18 @@ def masked_layer_norm(h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
 class ScalarMix(nn.Module):
     """gamma * sum_j w_j * h_j over L+1 layers, w = softmax(s).
 
-    `scalar_parameters` s (L+1,) start at zero (or `initial_scalar_parameters`), `gamma` (1,)
-    at one; both are trained unless `trainable=False`. `mode`: "learned" (default), "average"
-    (s fixed at 0), "top" (the last layer only) or "layer:K" (layer K only; K = 0 is the
-    context-free token layer). In the fixed modes s is not trained; gamma is, if `trainable`.
+    `scalar_parameters` s (a list of L+1 parameters of shape (1,), as AllenNLP's) start at zero
+    (or `initial_scalar_parameters`), `gamma` (1,) at one; both are trained unless
+    `trainable=False`. `mode`: "learned" (default), "average" (s fixed at 0), "top" (the last
+    layer only) or "layer:K" (layer K only; K = 0 is the context-free token layer). In the
+    fixed modes s is not trained; gamma is, if `trainable`.
 
-    `layer_scales` (L+1 constants, saved with the module) multiply the layers before mixing:
-    give 1 / each layer's RMS over the training data (`LayerStore.layer_rms`) so that layers of
-    different scales compete on equal terms and the weights say which layer is used. With
-    `do_layer_norm`, each layer is instead normalised over the batch's unmasked elements (as
-    the original), which makes a sentence's output depend on the rest of its batch.
+    `layer_scales` (L+1 constants, saved with the module unless all 1) multiply the layers
+    before mixing: give 1 / each layer's RMS over the training data (`LayerStore.layer_rms`) so
+    that layers of different scales compete on equal terms and the weights say which layer is
+    used. With `do_layer_norm`, each layer is instead normalised over the batch's elements that
+    `mask` marks (as the original), which makes a sentence's output depend on the rest of its
+    batch.
     """
 
     def __init__(
@@ -89,9 +91,11 @@ class ScalarMix(nn.Module):
         if len(initial_scalar_parameters) != mixture_size:
             raise ValueError(f"initial_scalar_parameters has {len(initial_scalar_parameters)} "
                              f"values for a mixture of {mixture_size} layers")
-        self.scalar_parameters = nn.Parameter(
-            torch.tensor(initial_scalar_parameters, dtype=torch.float),
-            requires_grad=trainable and mode == "learned",
+        # AllenNLP's layout: one (1,) parameter per layer, so `scalar_parameters[j]` and the
+        # state-dict keys `scalar_parameters.{j}` are as there.
+        self.scalar_parameters = nn.ParameterList(
+            nn.Parameter(torch.tensor([float(s)]), requires_grad=trainable and mode == "learned")
+            for s in initial_scalar_parameters
         )
         self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
         if layer_scales is not None and len(layer_scales) != mixture_size:
@@ -99,12 +103,24 @@ class ScalarMix(nn.Module):
                              f"{mixture_size} layers")
         scales = torch.ones(mixture_size) if layer_scales is None else torch.tensor(layer_scales)
         self.register_buffer("layer_scales", scales.float())
+        self.register_state_dict_post_hook(_omit_unit_scales)
+        self.register_load_state_dict_pre_hook(_upgrade_state)
+
+    @property
+    def learns_weights(self) -> bool:
+        """Whether s is trained (a learned mix that is not frozen)."""
+        return self.scalar_parameters[0].requires_grad
+
+    def scalar_parameters_tensor(self) -> torch.Tensor:
+        """s as one tensor (L+1,)."""
+        return torch.cat(list(self.scalar_parameters))
 
     def normalized_weights(self) -> torch.Tensor:
         """The layer weights w (L+1,) as a tensor: softmax(s), or one-hot in top/layer:K."""
+        s = self.scalar_parameters_tensor()
         if self.layer is None:
-            return torch.softmax(self.scalar_parameters, dim=0)
-        weights = torch.zeros_like(self.scalar_parameters)
+            return torch.softmax(s, dim=0)
+        weights = torch.zeros_like(s)
         weights[self.layer] = 1.0
         return weights
 
@@ -114,7 +130,7 @@ class ScalarMix(nn.Module):
 
     def l2_penalty(self, lam: float) -> torch.Tensor:
         """lam * sum_j s_j^2: the paper's regularisation of the mix, to add to a task loss."""
-        return lam * (self.scalar_parameters**2).sum()
+        return lam * (self.scalar_parameters_tensor() ** 2).sum()
 
     def forward(
         self, tensors: list[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None
@@ -136,6 +152,22 @@ class ScalarMix(nn.Module):
     def extra_repr(self) -> str:
         return f"mixture_size={self.mixture_size}, mode={self.mode!r}, " \
                f"do_layer_norm={self.do_layer_norm}"
+
+
+def _omit_unit_scales(module: ScalarMix, state: dict, prefix: str, _metadata: dict) -> None:
+    """Leave `layer_scales` out of the state dict while they are all 1 (the default), so that
+    the dict has AllenNLP's keys and AllenNLP's `ScalarMix` loads it."""
+    if bool((module.layer_scales == 1).all()):
+        state.pop(prefix + "layer_scales", None)
+
+
+def _upgrade_state(module: ScalarMix, state: dict, prefix: str, *_args) -> None:
+    """Accept the state dicts of earlier versions and of AllenNLP: s as one (L+1,) tensor
+    (ours before) becomes the per-layer keys; absent `layer_scales` are the default ones."""
+    old = state.pop(prefix + "scalar_parameters", None)
+    if old is not None:
+        state.update({f"{prefix}scalar_parameters.{j}": s.reshape(1) for j, s in enumerate(old)})
+    state.setdefault(prefix + "layer_scales", torch.ones_like(module.layer_scales))
 
 
 def parameter_groups(

@@ -1,4 +1,5 @@
-"""Task metrics in 0..100: span F1 (seqeval, scheme-aware) and accuracy."""
+"""Task metrics in 0..100: span F1 (seqeval, scheme-aware) and accuracy (SQuAD's exact match
+and F1: `elmo.tasks.squad`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 from elmo.extras import import_extra
 
-METRICS = ("span-f1", "accuracy")
+METRICS = ("span-f1", "accuracy", "squad-f1")  # squad-f1: elmo.tasks.squad
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
@@ -20,6 +21,12 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
         out.append(tag)
         previous = tag
     return out
+
+
+def span_types(tags: Sequence[str], scheme: str) -> list[str]:
+    """The type of each span in `tags` (in `scheme`), in order: the tags that start one."""
+    tags = iob1_to_iob2(tags) if scheme == "iob1" else tags
+    return [t[2:] for t in tags if t[:2] in ("B-", "S-")]
 
 
 def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],

@@ -9,6 +9,7 @@ from elmo.modules.elmo import Elmo
 from elmo.tasks.data import Batch
 
 ELMO_AT = ("input", "output", "both")
+BILM_KEYS = "elmo._elmo_lstm."  # the biLM's weights in the state dict
 
 
 class TaskModel(nn.Module):
@@ -56,18 +57,18 @@ class TaskModel(nn.Module):
         """The paper's lambda * sum_j s_j^2 over the learned mixes."""
         if self.elmo is None or lam == 0:
             return 0.0
-        return sum(m.l2_penalty(lam) for m in self.elmo.mixes if m.scalar_parameters.requires_grad)
+        return sum(m.l2_penalty(lam) for m in self.elmo.mixes if m.learns_weights)
 
     def saved_state(self) -> dict[str, torch.Tensor]:
         """The weights to save: all but a frozen biLM's (found again from its name)."""
         frozen = self.elmo is not None and not self.elmo.requires_grad
         return {k: v for k, v in self.state_dict().items()
-                if not (frozen and k.startswith("elmo.bilm."))}
+                if not (frozen and k.startswith(BILM_KEYS))}
 
     def load_saved_state(self, state: dict[str, torch.Tensor]) -> None:
         """Inverse of :meth:`saved_state`."""
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith("elmo.bilm.")]
+        missing = [k for k in missing if not k.startswith(BILM_KEYS)]
         if missing or unexpected:
             raise ValueError(f"task model weights do not match: missing {missing[:5]}, "
                              f"unexpected {unexpected[:5]}")

@@ -14,7 +14,7 @@ from torch import nn
 
 from elmo.tasks.classifier import LabelPrediction
 from elmo.tasks.encoder import EncoderConfig, WordEncoder, run_lstm
-from elmo.tasks.pooling import max_mean_pool
+from elmo.tasks.pooling import masked_softmax, max_mean_pool
 
 
 @dataclass
@@ -45,16 +45,11 @@ class PairClassifier(LabelPrediction, nn.Module):
         a, b = h.chunk(2)  # (B, T, d) each
         mask_a, mask_b = mask.chunk(2)  # (B, T)
         scores = a @ b.transpose(1, 2)  # (B, T, T): a_i . b_j
-        a_aligned = _masked_softmax(scores, mask_b.unsqueeze(1)) @ b  # (B, T, d)
-        b_aligned = _masked_softmax(scores.transpose(1, 2), mask_a.unsqueeze(1)) @ a
+        a_aligned = masked_softmax(scores, mask_b.unsqueeze(1)) @ b  # (B, T, d)
+        b_aligned = masked_softmax(scores.transpose(1, 2), mask_a.unsqueeze(1)) @ a
         pooled = []
         for x, x_aligned, m in ((a, a_aligned, mask_a), (b, b_aligned, mask_b)):
             enhanced = torch.cat([x, x_aligned, x - x_aligned, x * x_aligned], dim=-1)  # (B,T,4d)
             composed = run_lstm(self.compose, self.project(enhanced), m)  # (B, T, 2H)
             pooled.append(max_mean_pool(composed, m))  # (B, 4H)
         return self.head(torch.cat(pooled, dim=-1))  # (B, num_labels)
-
-
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dimension, keys where `mask` is False get weight 0."""
-    return scores.masked_fill(~mask, float("-inf")).softmax(-1)

@@ -1,4 +1,5 @@
-"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text and TSV.
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
+SQuAD-layout JSON (`elmo.tasks.squad`).
 
 Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
+from elmo.tasks.squad import read_squad
 from elmo.textfile import read_lines
 from elmo.tokenize import get_tokenizer
 
-FORMATS = ("conll", "conllu", "label-text", "tsv")
+FORMATS = ("conll", "conllu", "label-text", "tsv", "squad")
 SCHEMES = ("iob1", "iob2", "bioes")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
@@ -42,6 +44,10 @@ class TaggedSentence:
         if tag is not None:
             self.tags.append(tag)
 
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens]
+
 
 @dataclass
 class LabeledText:
@@ -52,6 +58,10 @@ class LabeledText:
     line: int = 0
     row: str = field(default="", repr=False)  # the source line
     header: list[str] | None = field(default=None, repr=False)  # tsv: the column names
+
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens]
 
 
 @dataclass
@@ -64,6 +74,10 @@ class LabeledPair:
     line: int = 0
     row: str = field(default="", repr=False)
     header: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def sentences(self) -> list[list[str]]:
+        return [self.tokens_a, self.tokens_b]
 
 
 Example = TaggedSentence | LabeledText | LabeledPair
@@ -149,21 +163,27 @@ def read_conll(
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
 
+    first_row: list[int] = []  # the line number and column count of the file's first row
+
     def parse_row(number: int, text: str, sentence: TaggedSentence):
         columns = text.split()
         if columns[0] == DOCSTART:
             return None, None
+        if not first_row:
+            first_row.extend((number, len(columns)))
+        elif len(columns) != first_row[1]:
+            conllu = text.count("\t") == 9 or text.startswith("#")
+            raise InputFileError(
+                f"{path}, line {number}: {len(columns)} columns, but line {first_row[0]} has "
+                f"{first_row[1]} columns; every row of a CoNLL file needs the same columns"
+                + (" (this looks like CoNLL-U: --format conllu reads it)" if conllu else "")
+            )
         if not -len(columns) <= token_column < len(columns):
             raise InputFileError(
                 f"{path}, line {number}: {len(columns)} column(s), no token column "
                 f"{token_column}; check --token-column"
             )
         tag_index = _tag_index(len(columns), token_column, tag_column)
-        if sentence.tokens and (tag_index is None) != (not sentence.tags):
-            raise InputFileError(
-                f"{path}, line {number}: {len(columns)} column(s), unlike the lines "
-                "before it in this sentence; every line needs the same columns"
-            )
         tag = None if tag_index is None else columns[tag_index]
         if tag is not None:
             _check_tags(path, number, tag, scheme)
@@ -273,7 +293,7 @@ def read_tsv(
 def read_dataset(path: str | Path, format: str, **options) -> list:
     """Read `path` in `format` (one of FORMATS) with that reader's keyword options."""
     readers = {"conll": read_conll, "conllu": read_conllu, "label-text": read_label_text,
-               "tsv": read_tsv}
+               "tsv": read_tsv, "squad": read_squad}
     if format not in readers:
         raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
     return readers[format](path, **options)

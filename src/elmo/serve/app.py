@@ -1,0 +1,342 @@
+"""The HTTP app of `elmo serve`: TEI's routes (and OpenAI's `/v1/embeddings`) over a
+batching queue in front of one Embedder.
+
+The model loads in the background once the server listens: `/health` answers 503 until it
+is ready, then 200. Every error is a JSON body with a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+
+import numpy as np
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from safetensors.numpy import save as safetensors_bytes
+from starlette.exceptions import HTTPException
+
+from elmo import __version__
+from elmo.embed import LAYER_MODES, Embedder, select_layers
+from elmo.serve.batching import BatchQueue
+from elmo.serve.limits import ServeLimits
+from elmo.serve.metrics import Metrics, MetricsMiddleware
+from elmo.serve.schemas import (
+    EmbedAllRequest,
+    EmbedRequest,
+    Input,
+    OpenAIEmbeddingRequest,
+    Token,
+    TokenizeRequest,
+    as_list,
+    describe_validation_errors,
+)
+from elmo.tokenize import Tokenizer, get_tokenizer
+
+logger = logging.getLogger("elmo.serve")
+
+BINARY = "application/octet-stream"  # /embed_all's safetensors answer
+CLIENT_CLOSED = 499  # nginx's status for a request whose client went away (never sent)
+ROUTES = ("/embed_all", "/embed", "/v1/embeddings", "/tokenize", "/info", "/health", "/metrics")
+
+
+class ApiError(Exception):
+    """An answer other than 200, with TEI's `error_type`."""
+
+    def __init__(self, status: int, message: str, error_type: str = "Validation") -> None:
+        super().__init__(message)
+        self.status, self.message, self.error_type = status, message, error_type
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+class Service:
+    """The model, its queue and the counters the routes share (one event loop, no locks)."""
+
+    def __init__(self, load: Callable[[], Embedder], model_name: str, model_format: str,
+                 layers: str, limits: ServeLimits, metrics: Metrics) -> None:
+        if layers not in LAYER_MODES:
+            raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+        self.load, self.model_name, self.model_format = load, model_name, model_format
+        self.layers, self.limits, self.metrics = layers, limits, metrics
+        self.embedder: Embedder | None = None
+        self.queue: BatchQueue | None = None
+        self.tokenize: Tokenizer | None = None
+        self.failure: str | None = None
+        self.in_flight = 0
+        metrics.in_flight.set_function(lambda: self.in_flight)
+
+    async def start(self, on_ready: Callable[[Embedder], None] | None,
+                    on_failure: Callable[[Exception], None] | None) -> None:
+        """Load the model off the event loop, run it and the tokenizer once (jieba loads
+        its dictionary then), then open the queue."""
+        try:
+            embedder = await asyncio.to_thread(self.load)
+            tokenize = embedder.tokenizer if callable(embedder.tokenizer) \
+                else get_tokenizer(embedder.tokenizer)
+            tokens = await asyncio.to_thread(tokenize, "warm up .")
+            await asyncio.to_thread(embedder.embed_sentences, [tokens])
+        except Exception as err:  # a user error (no such model, ...) or a broken file
+            self.failure = f"{type(err).__name__}: {err}"
+            if on_failure is not None:
+                on_failure(err)
+            else:
+                logger.error("the model failed to load: %s", self.failure)
+            return
+        self.tokenize = tokenize
+        self.queue = BatchQueue(embedder, self.limits.max_batch_tokens, self.metrics.record_batch)
+        self.metrics.watch_queue(lambda: self.queue.depth)
+        self.queue.start()
+        self.embedder = embedder
+        if on_ready is not None:
+            on_ready(embedder)
+
+    def ready(self) -> Embedder:
+        """The Embedder, or 503 while it loads (or if it failed to)."""
+        if self.embedder is None:
+            state = f"failed to load ({self.failure})" if self.failure else "still loading"
+            raise ApiError(503, f"the model is {state}", "Unhealthy")
+        return self.embedder
+
+    def sentences(self, inputs: str | list[Input], field: str, check_length: bool = True
+                  ) -> list[list[str]]:
+        """Requests' inputs -> token lists, with 413 past the limits and 422 for an empty
+        request or input. `field` names the inputs in messages."""
+        self.ready()
+        items = as_list(inputs)
+        limit = self.limits.max_client_batch_size
+        if not items:
+            raise ApiError(422, f"{field} is empty: give at least one input")
+        if len(items) > limit:
+            raise ApiError(413, f"{field} has {len(items)} inputs, more than the server's "
+                           f"--max-client-batch-size {limit}: send them in several requests")
+        sentences = [self.tokenize(x) if isinstance(x, str) else x for x in items]
+        for i, tokens in enumerate(sentences):
+            name = field if isinstance(inputs, str) else f"{field}[{i}]"
+            if not tokens:
+                raise ApiError(422, f"{name} has no tokens")
+            if check_length and len(tokens) > self.limits.max_input_tokens:
+                raise ApiError(413, f"{name} has {len(tokens)} tokens, more than the server's "
+                               f"--max-input-tokens {self.limits.max_input_tokens}: split it")
+        return sentences
+
+    async def embed(self, request: Request, sentences: list[list[str]]) -> list[np.ndarray]:
+        """Each sentence's layers (L+1, n, 2P) through the queue; 429 when too many requests
+        are in flight; ClientGone (and its place freed) if the client leaves meanwhile."""
+        self.ready()
+        if self.in_flight >= self.limits.max_concurrent_requests:
+            raise ApiError(429, f"the server is busy: {self.in_flight} requests in flight "
+                           f"(--max-concurrent-requests): retry later", "Overloaded")
+        self.in_flight += 1
+        work = asyncio.ensure_future(self.queue.embed(sentences))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                raise ClientGone
+            if work.exception() is not None:  # the model failed: the log has the traceback
+                logger.error("embedding failed", exc_info=work.exception())
+                raise ApiError(500, f"embedding failed ({type(work.exception()).__name__}); "
+                               "the server's log has the details", "Backend")
+            return work.result()
+        finally:
+            work.cancel()
+            gone.cancel()
+            self.in_flight -= 1
+
+    def info(self) -> dict:
+        embedder, limits = self.embedder, self.limits
+        config = embedder.model.config if embedder is not None else None
+        tokenizer = embedder.tokenizer if embedder is not None else None
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            tokenizer = type(tokenizer).__name__  # a callable given to the Embedder
+        return {
+            "model": self.model_name,
+            "format": self.model_format,
+            "version": __version__,
+            "ready": embedder is not None,
+            "layers": None if config is None else config.n_layers + 1,
+            "dims": None if config is None else config.output_dim,
+            "default_layers": self.layers,
+            "tokenizer": tokenizer,
+            "device": None if embedder is None else str(embedder.device),
+            "limits": asdict(limits),
+        }
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes its connection (the body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _json(data: object, status: int = 200) -> Response:
+    """orjson writes numpy arrays directly, 15 times faster than json on lists of floats."""
+    return Response(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY), status,
+                    media_type="application/json")
+
+
+def _error(request: Request, status: int, message: str, error_type: str) -> Response:
+    """TEI's error body; OpenAI's on its routes, as its clients read `error.message`."""
+    if request.url.path.startswith("/v1/"):
+        return _json({"error": {"message": message, "type": error_type, "param": None,
+                                "code": None}}, status)
+    return _json({"error": message, "error_type": error_type}, status)
+
+
+def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
+    """One vector (2P,) per sentence: the mean over its tokens of `mode`'s layer."""
+    vectors = [select_layers(a, mode).mean(axis=0) for a in layers]
+    if normalize:
+        vectors = [v / max(float(np.linalg.norm(v)), 1e-12) for v in vectors]
+    return vectors
+
+
+def _tokens(text: Input, tokens: list[str], special: bool) -> list[Token]:
+    """TEI's token objects, with character offsets where a token is found in `text`."""
+    found, position = [], 0
+    for token in tokens:
+        start = text.find(token, position) if isinstance(text, str) else -1
+        if start >= 0:
+            position = start + len(token)
+            found.append(Token(text=token, start=start, stop=position))
+        else:
+            found.append(Token(text=token))
+    if special:
+        found = [Token(text="<S>", special=True), *found, Token(text="</S>", special=True)]
+    return found
+
+
+def create_app(
+    load: Callable[[], Embedder],
+    *,
+    model_name: str = "default",
+    model_format: str = "native",
+    layers: str = "all",
+    limits: ServeLimits | None = None,
+    on_ready: Callable[[Embedder], None] | None = None,
+    on_failure: Callable[[Exception], None] | None = None,
+) -> FastAPI:
+    """The app; `load()` builds the Embedder in a thread once the server has started.
+    `layers` is `/embed_all`'s default. `on_ready` / `on_failure` are called from the event
+    loop when the model is ready or failed to load."""
+    limits = limits or ServeLimits()
+    metrics = Metrics()
+    service = Service(load, model_name, model_format, layers, limits, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        loading = asyncio.create_task(service.start(on_ready, on_failure))
+        yield
+        # Here uvicorn has answered every request in flight: nothing waits in the queue.
+        loading.cancel()
+        if service.queue is not None:
+            await service.queue.stop()
+
+    app = FastAPI(title="elmo serve", version=__version__, lifespan=lifespan,
+                  max_body_size=limits.payload_limit)
+    app.state.service = service
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, err: ApiError) -> Response:
+        return _error(request, err.status, err.message, err.error_type)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, err: ClientGone) -> Response:
+        return Response(status_code=CLIENT_CLOSED)  # nobody reads it; the metrics count it
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> Response:
+        message = describe_validation_errors(err.errors())
+        if "json" not in request.headers.get("content-type", ""):
+            message += " (send JSON with the header Content-Type: application/json)"
+        return _error(request, 422, message, "Validation")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> Response:
+        kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
+        return _error(request, err.status_code, str(err.detail), kind)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, err: Exception) -> Response:
+        # Starlette re-raises it after this answer, so the log has the traceback.
+        return _error(request, 500, f"internal error ({type(err).__name__}); the server's "
+                      "log has the details", "Backend")
+
+    @app.post("/embed_all")
+    async def embed_all(body: EmbedAllRequest, request: Request) -> Response:
+        """Token vectors of each input: (L+1, n, 2P) for layers "all", else (n, 2P). With
+        `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
+        named by its index."""
+        sentences = service.sentences(body.inputs, "inputs")
+        mode = body.layers or service.layers
+        arrays = [np.ascontiguousarray(select_layers(a, mode))
+                  for a in await service.embed(request, sentences)]
+        if BINARY in request.headers.get("accept", ""):
+            tensors = {str(i): a for i, a in enumerate(arrays)}
+            return Response(safetensors_bytes(tensors, {"layers": mode}), media_type=BINARY)
+        return _json(arrays)
+
+    @app.post("/embed")
+    async def embed(body: EmbedRequest, request: Request) -> Response:
+        """One vector per input: the mean over its tokens of the layer average (or top),
+        L2-normalized unless `normalize` is false."""
+        sentences = service.sentences(body.inputs, "inputs")
+        layers = await service.embed(request, sentences)
+        return _json(_pooled(layers, body.layers, body.normalize))
+
+    @app.post("/v1/embeddings")
+    async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request) -> Response:
+        """OpenAI's embeddings API: `/embed`'s normalized vectors, as floats or as base64 of
+        little-endian float32."""
+        sentences = service.sentences(body.input, "input")
+        vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
+        if body.encoding_format == "base64":
+            vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
+        n_tokens = sum(len(s) for s in sentences)
+        return _json({
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": v}
+                     for i, v in enumerate(vectors)],
+            "model": service.model_name,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        })
+
+    @app.post("/tokenize")
+    async def tokenize(body: TokenizeRequest) -> Response:
+        """How each input is split: TEI's token objects (`id` null: there is no vocabulary
+        of ids). The tokens, without the special ones, are those `/embed_all` returns."""
+        sentences = service.sentences(body.inputs, "inputs", check_length=False)
+        items = as_list(body.inputs)
+        return _json([[t.model_dump() for t in _tokens(x, s, body.add_special_tokens)]
+                      for x, s in zip(items, sentences, strict=True)])
+
+    @app.get("/info")
+    async def info() -> Response:
+        """The model, its layers and width, the tokenizer, the limits and the version."""
+        return _json(service.info())
+
+    @app.get("/health")
+    async def health() -> Response:
+        """200 once the model is loaded; 503 while it loads (or if it failed to)."""
+        if service.embedder is not None:
+            return _json({"status": "ok"})
+        return _json({"status": "failed" if service.failure else "loading",
+                      "error": service.failure}, 503)
+
+    @app.get("/metrics")
+    async def metrics_text() -> Response:
+        """Prometheus text format."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

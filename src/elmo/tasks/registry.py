@@ -1,0 +1,16 @@
+"""The task types `elmo task --task NAME` knows, by name (see `elmo.tasks.task_type`)."""
+
+from __future__ import annotations
+
+from elmo.tasks.classifier import Classifier, ClassifierConfig
+from elmo.tasks.pair import PairClassifier, PairConfig
+from elmo.tasks.span import SpanTask
+from elmo.tasks.tagger import Tagger, TaggerConfig
+from elmo.tasks.task_type import LabelTask, TaskType
+
+TASKS: dict[str, TaskType] = {task.name: task for task in (
+    LabelTask("tagging", Tagger, TaggerConfig, ("conll", "conllu")),
+    LabelTask("classification", Classifier, ClassifierConfig, ("label-text", "tsv")),
+    LabelTask("pair", PairClassifier, PairConfig, ("tsv",)),
+    SpanTask(),
+)}

@@ -1,0 +1,129 @@
+"""What the task recipe needs to know about one kind of task, behind one interface.
+
+`elmo.tasks.recipe` trains, evaluates and predicts with any task type through this interface;
+`elmo.tasks.registry.TASKS` names them. A new kind of task adds a TaskType (its model, targets,
+metric and prediction writer), not branches in the recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from elmo.tasks.data import (
+    build_labels,
+    require_targets,
+    targets_of,
+    warn_label_like_text,
+    warn_unseen,
+)
+from elmo.tasks.metrics import accuracy, span_f1
+from elmo.tasks.readers import TaggedSentence, write_predictions
+
+
+class TaskType:
+    """A kind of task: its model class and config, the formats it reads, its metrics, and
+    how examples become targets and predictions become output."""
+
+    name: str
+    model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output), has loss, predict
+    model_config: type  # an EncoderConfig
+    formats: tuple[str, ...]
+    metrics: tuple[str, ...]  # the first is the default
+
+    def default_metric(self, config: Any) -> str:
+        return self.metrics[0]
+
+    def labels(self, examples: Sequence) -> list[str]:
+        """What the model predicts among, from the training examples (saved with the run)."""
+        raise NotImplementedError
+
+    def require_targets(self, examples: Sequence, path: str | Path) -> None:
+        """Every example must have what training and scoring need."""
+        raise NotImplementedError
+
+    def check_training(self, examples: Sequence, labels: Sequence[str], config: Any) -> None:
+        """Warn when the training file looks misread (another format, a wrong column)."""
+
+    def warn_unseen(self, examples: Sequence, labels: Sequence[str], path: str | Path,
+                    config: Any) -> None:
+        """Warn about targets of a dev or test file that the model cannot predict (they are
+        still scored, as errors)."""
+
+    def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
+        """The model config's fields that depend on the task (beyond the encoder's)."""
+        return {}
+
+    def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor | None:
+        """The example's training target (None: not trained on)."""
+        raise NotImplementedError
+
+    def decode(self, example: Any, predicted: Any, labels: Sequence[str]) -> Any:
+        """The model's prediction for one example (from its `predict`) as output."""
+        raise NotImplementedError
+
+    def evaluate(self, examples: Sequence, predictions: Sequence, config: Any
+                 ) -> dict[str, float]:
+        """{"score": the config's metric (0..100), and any further scores by name}."""
+        raise NotImplementedError
+
+    def write_predictions(self, path: str | Path, examples: Sequence, predictions: Sequence,
+                          config: Any) -> None:
+        raise NotImplementedError
+
+    def data_notes(self, examples: Sequence) -> dict[str, Any]:
+        """Facts about a split worth recording in the run ({}: none)."""
+        return {}
+
+
+class LabelTask(TaskType):
+    """Tasks with labels: one tag per token (tagging) or one label per sentence or pair."""
+
+    def __init__(self, name: str, model: type[nn.Module], model_config: type,
+                 formats: tuple[str, ...]) -> None:
+        self.name, self.model, self.model_config, self.formats = name, model, model_config, \
+            formats
+        self.tagging = name == "tagging"
+        self.metrics = ("accuracy", "span-f1") if self.tagging else ("accuracy",)
+
+    def default_metric(self, config: Any) -> str:
+        return "span-f1" if config.scheme else "accuracy"
+
+    def labels(self, examples: Sequence) -> list[str]:
+        return build_labels(examples)
+
+    def require_targets(self, examples: Sequence, path: str | Path) -> None:
+        require_targets(examples, path)
+
+    def check_training(self, examples: Sequence, labels: Sequence[str], config: Any) -> None:
+        if not self.tagging:
+            warn_label_like_text(examples, labels, config.train, config.format)
+
+    def warn_unseen(self, examples: Sequence, labels: Sequence[str], path: str | Path,
+                    config: Any) -> None:
+        warn_unseen(examples, labels, path, config.train, config.scheme)
+
+    def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
+        return {"num_labels": len(labels)}
+
+    def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor:
+        ids = [label_index[t] for t in targets_of(example)]
+        return torch.tensor(ids if isinstance(example, TaggedSentence) else ids[0])
+
+    def decode(self, example: Any, predicted: Any, labels: Sequence[str]) -> Any:
+        return [labels[t] for t in predicted] if self.tagging else labels[predicted]
+
+    def evaluate(self, examples: Sequence, predictions: Sequence, config: Any
+                 ) -> dict[str, float]:
+        gold = [e.tags if self.tagging else e.label for e in examples]
+        if config.metric == "span-f1":
+            return {"score": span_f1(gold, predictions, config.scheme)}
+        return {"score": accuracy(gold, predictions)}
+
+    def write_predictions(self, path: str | Path, examples: Sequence, predictions: Sequence,
+                          config: Any) -> None:
+        write_predictions(path, config.format, examples, predictions, **config.reader_options())

@@ -1,0 +1,461 @@
+"""`elmo serve` over real HTTP on 127.0.0.1: every route, vectors equal to the Embedder's,
+concurrent clients batched together, each error code, disconnects, SIGTERM."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")  # the serve extra
+
+from safetensors.numpy import load as load_safetensors  # noqa: E402
+
+from elmo import save_pretrained  # noqa: E402
+from elmo.cli import main  # noqa: E402
+from elmo.embed import Embedder  # noqa: E402
+from elmo.serve.app import create_app  # noqa: E402
+from elmo.serve.limits import ServeLimits  # noqa: E402
+from elmo.serve.server import address, bind, make_server  # noqa: E402
+from tests.conftest import REPO, random_bilm  # noqa: E402
+
+TIMEOUT = 30  # seconds any one wait may take before the test fails
+SENTENCES = ["the cat sat on the mat .", "北京 欢迎 你", "a", "bank of the river"]
+
+
+class GatedEmbedder(Embedder):
+    """Records what each model call embeds; `gate.clear()` holds the calls until set."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[list[list[str]]] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_next = False
+
+    def embed_sentences(self, sentences):
+        sentences = list(sentences)
+        self.calls.append(sentences)
+        self.entered.set()
+        assert self.gate.wait(TIMEOUT)
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("secret internal detail /tmp/x.py")
+        return super().embed_sentences(sentences)
+
+
+def reference(sentences: list[list[str]]) -> list[np.ndarray]:
+    """What the Embedder gives for these sentences on their own."""
+    return Embedder(random_bilm(), max_tokens=100_000).embed_sentences(sentences)
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT)
+
+    def request(self, method: str, path: str, body: object = None, raw: bytes | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+        self.conn.request(method, path, data, headers)
+        response = self.conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+
+    def post(self, path: str, body: object, **kwargs) -> tuple[int, object]:
+        status, _, data = self.request("POST", path, body, **kwargs)
+        return status, json.loads(data)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        status, _, data = self.request("GET", path)
+        return status, data
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@contextmanager
+def serving(embedder: Embedder | None = None, load=None, **app_options) -> Iterator[str]:
+    """The app on a free port of 127.0.0.1, in a thread; stopped (gracefully) on exit."""
+    embedder = embedder or GatedEmbedder(random_bilm())
+    app = create_app(load or (lambda: embedder), **app_options)
+    sock = bind("127.0.0.1", 0)
+    server = make_server(app)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, "the server to start")
+        yield address(sock)
+    finally:
+        if hasattr(embedder, "gate"):
+            embedder.gate.set()
+        server.should_exit = True
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, GatedEmbedder]]:
+    """One server for the tests that only read (the app is ready when /health says so)."""
+    embedder = GatedEmbedder(random_bilm())
+    with serving(embedder, limits=ServeLimits(max_client_batch_size=8, max_input_tokens=50,
+                                              max_batch_tokens=512)) as url:
+        client = Client(url)
+        wait_for(lambda: client.get("/health")[0] == 200, "the model to load")
+        client.close()
+        yield url, embedder
+
+
+@pytest.fixture
+def client(served) -> Iterator[Client]:
+    c = Client(served[0])
+    yield c
+    c.close()
+
+
+def metric(client: Client, name: str) -> float:
+    """A metric's value (the sum over its labels)."""
+    text = client.get("/metrics")[1].decode()
+    values = re.findall(rf"^{re.escape(name)}(?:{{.*}})? (\S+)$", text, re.MULTILINE)
+    return sum(float(v) for v in values)
+
+
+# ---- routes ------------------------------------------------------------------------------
+
+
+def test_health_is_503_while_the_model_loads_then_200():
+    loaded = threading.Event()
+    embedder = GatedEmbedder(random_bilm())
+
+    def slow_load():
+        assert loaded.wait(TIMEOUT)
+        return embedder
+
+    with serving(embedder, load=slow_load) as url:
+        client = Client(url)
+        status, body = client.get("/health")
+        assert status == 503 and json.loads(body)["status"] == "loading"
+        status, body = client.post("/embed", {"inputs": "a b"})
+        assert status == 503 and "loading" in body["error"]
+        assert client.get("/info")[0] == 200  # what is known already
+        loaded.set()
+        wait_for(lambda: client.get("/health")[0] == 200, "/health to answer 200")
+        assert client.post("/embed", {"inputs": "a b"})[0] == 200
+
+
+@pytest.mark.parametrize("layers", ["all", "top", "average"])
+def test_embed_all_equals_the_embedder(client, layers):
+    tokens = [s.split() for s in SENTENCES]
+    inputs = [SENTENCES[0], tokens[1], SENTENCES[2], tokens[3]]  # strings and token lists
+    status, body = client.post("/embed_all", {"inputs": inputs, "layers": layers})
+    assert status == 200 and len(body) == len(SENTENCES)
+    for got, expected in zip(body, reference(tokens), strict=True):
+        if layers == "top":
+            expected = expected[-1]
+        elif layers == "average":
+            expected = expected.mean(axis=0)
+        np.testing.assert_allclose(np.array(got, dtype=np.float32), expected, atol=1e-5)
+
+
+def test_embed_all_binary_answer_equals_json(client):
+    body = {"inputs": SENTENCES}
+    status, headers, data = client.request("POST", "/embed_all", body,
+                                           headers={"Accept": "application/octet-stream"})
+    assert status == 200 and headers["content-type"] == "application/octet-stream"
+    tensors = load_safetensors(data)
+    as_json = client.post("/embed_all", body)[1]
+    assert sorted(tensors) == [str(i) for i in range(len(SENTENCES))]
+    for i, expected in enumerate(reference([s.split() for s in SENTENCES])):
+        assert tensors[str(i)].dtype == np.float32 and tensors[str(i)].shape == expected.shape
+        np.testing.assert_allclose(tensors[str(i)], expected, atol=1e-5)
+        np.testing.assert_array_equal(tensors[str(i)], np.array(as_json[i], dtype=np.float32))
+
+
+def test_embed_pools_the_layer_average(client):
+    expected = [a.mean(axis=0).mean(axis=0) for a in reference([s.split() for s in SENTENCES])]
+    status, raw = client.post("/embed", {"inputs": SENTENCES, "normalize": False})
+    assert status == 200
+    np.testing.assert_allclose(np.array(raw), np.stack(expected), atol=1e-5)
+    status, unit = client.post("/embed", {"inputs": SENTENCES[0]})  # normalize by default
+    assert status == 200 and len(unit) == 1
+    np.testing.assert_allclose(unit[0], expected[0] / np.linalg.norm(expected[0]), atol=1e-5)
+    top = client.post("/embed", {"inputs": SENTENCES[0], "layers": "top", "normalize": False})[1]
+    np.testing.assert_allclose(top[0], reference([SENTENCES[0].split()])[0][-1].mean(axis=0),
+                               atol=1e-5)
+
+
+def test_openai_embeddings_float_and_base64(client):
+    status, floats = client.post("/v1/embeddings", {"input": SENTENCES[:2], "model": "x"})
+    assert status == 200
+    assert floats["object"] == "list" and floats["model"] == "default"
+    assert [(d["object"], d["index"]) for d in floats["data"]] == [("embedding", 0),
+                                                                    ("embedding", 1)]
+    n_tokens = len(SENTENCES[0].split()) + len(SENTENCES[1].split())
+    assert floats["usage"] == {"prompt_tokens": n_tokens, "total_tokens": n_tokens}
+    embed = client.post("/embed", {"inputs": SENTENCES[:2]})[1]
+    np.testing.assert_allclose([d["embedding"] for d in floats["data"]], embed, atol=1e-6)
+    status, b64 = client.post("/v1/embeddings", {"input": SENTENCES[0],
+                                                 "encoding_format": "base64"})
+    assert status == 200 and len(b64["data"]) == 1
+    decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
+    np.testing.assert_array_equal(decoded, np.array(embed[0], dtype=np.float32))
+
+
+def test_tokenize_info_metrics(client):
+    status, tokens = client.post("/tokenize", {"inputs": ["the  cat", ["pre", "split"]]})
+    assert status == 200
+    assert tokens[0] == [{"id": None, "text": "the", "special": False, "start": 0, "stop": 3},
+                         {"id": None, "text": "cat", "special": False, "start": 5, "stop": 8}]
+    assert [t["text"] for t in tokens[1]] == ["pre", "split"] and tokens[1][0]["start"] is None
+    special = client.post("/tokenize", {"inputs": "a", "add_special_tokens": True})[1]
+    assert [(t["text"], t["special"]) for t in special[0]] == [("<S>", True), ("a", False),
+                                                               ("</S>", True)]
+    status, info = client.get("/info")
+    info = json.loads(info)
+    assert status == 200 and info["ready"] and info["layers"] == 3 and info["dims"] == 32
+    assert info["tokenizer"] == "whitespace" and info["limits"]["max_client_batch_size"] == 8
+    status, _, text = client.request("GET", "/metrics")
+    text = text.decode()
+    assert status == 200
+    for name in ("elmo_requests_total", "elmo_request_duration_seconds_bucket",
+                 "elmo_queue_depth", "elmo_batch_tokens_bucket", "elmo_requests_in_flight"):
+        assert name in text
+    assert re.search(r'elmo_requests_total\{route="/tokenize",status="200"\} [1-9]', text)
+
+
+# ---- batching ----------------------------------------------------------------------------
+
+
+def test_32_concurrent_clients_are_batched_and_get_their_own_vectors(served):
+    url, embedder = served
+    words = "the of and to in a is that for it as was with be by on".split()
+    rng = np.random.default_rng(0)
+    inputs = [[" ".join(rng.choice(words, size=rng.integers(1, 20)))] for _ in range(32)]
+    expected = reference([x[0].split() for x in inputs])
+    probe = Client(url)
+    embedder.gate.clear()  # the model is busy: the 32 requests queue up meanwhile
+    embedder.entered.clear()
+    calls_before = len(embedder.calls)
+    with ThreadPoolExecutor(33) as pool:
+        first = pool.submit(Client(url).post, "/embed_all", {"inputs": "hold on"})
+        assert embedder.entered.wait(TIMEOUT)
+        answers = [pool.submit(Client(url).post, "/embed_all", {"inputs": x}) for x in inputs]
+        wait_for(lambda: metric(probe, "elmo_queue_depth") == 32, "32 queued requests")
+        embedder.gate.set()
+        assert first.result()[0] == 200
+        for answer, vectors in zip(answers, expected, strict=True):
+            status, body = answer.result()
+            assert status == 200 and len(body) == 1
+            np.testing.assert_allclose(np.array(body[0], dtype=np.float32), vectors, atol=1e-5)
+    calls = embedder.calls[calls_before + 1:]
+    positions = [sum(len(s) + 2 for s in call) for call in calls]
+    assert sum(len(call) for call in calls) == 32
+    assert len(calls) < 8, "queued requests should be embedded together"
+    assert max(positions) <= 512  # --max-batch-tokens
+    probe.close()
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"inputs": ["a"] * 9}, 413, "--max-client-batch-size 8"),
+    ({"inputs": ["a", "b " * 51]}, 413, "inputs[1] has 51 tokens"),
+    ({"inputs": [["a", 3]]}, 422, "inputs[0][1]"),
+    ({"inputs": []}, 422, "inputs is empty"),
+    ({"inputs": ["a", "  "]}, 422, "inputs[1] has no tokens"),
+    ({"text": "a"}, 422, "inputs: Field required"),
+    ({"inputs": "a", "normalize": "maybe"}, 422, "normalize"),
+    ({"inputs": "a", "layers": "all"}, 422, "layers"),
+])
+def test_bad_requests_name_the_field_and_the_service_goes_on(client, body, status, field):
+    got, answer = client.post("/embed", body)
+    assert got == status and field in answer["error"], answer
+    assert "Traceback" not in answer["error"]
+    assert client.post("/embed", {"inputs": "good after bad"})[0] == 200
+
+
+def test_malformed_json_payload_too_large_and_openai_errors(client):
+    status, _, data = client.request("POST", "/embed_all", raw=b'{"inputs": ["a"')
+    assert status == 422 and "not valid JSON" in json.loads(data)["error"]
+    status, _, data = client.request("POST", "/embed", raw=b'{"inputs": "a"}',
+                                     headers={"Content-Type": "text/plain"})
+    assert status == 422 and "Content-Type: application/json" in json.loads(data)["error"]
+    status, _, data = client.request("POST", "/embed", raw=b" " * 2_000_001)
+    assert status == 413
+    client.close()  # the server may close a connection whose body it did not read
+    status, body = client.post("/v1/embeddings", {"input": [1]})
+    assert status == 422 and body["error"]["message"].startswith("input[0]")  # OpenAI's shape
+    assert client.post("/v1/embeddings", {"input": "fine"})[0] == 200
+
+
+def test_429_when_too_many_requests_are_in_flight():
+    embedder = GatedEmbedder(random_bilm())
+    with serving(embedder, limits=ServeLimits(max_concurrent_requests=1)) as url, \
+            ThreadPoolExecutor(1) as pool:
+        client = Client(url)
+        wait_for(lambda: client.get("/health")[0] == 200, "the model to load")
+        embedder.gate.clear()
+        embedder.entered.clear()
+        first = pool.submit(Client(url).post, "/embed", {"inputs": "a"})
+        assert embedder.entered.wait(TIMEOUT)
+        status, body = client.post("/embed", {"inputs": "b"})
+        assert status == 429 and body["error_type"] == "Overloaded"
+        assert "--max-concurrent-requests" in body["error"]
+        assert client.get("/health")[0] == 200  # not limited
+        embedder.gate.set()
+        assert first.result()[0] == 200
+        assert client.post("/embed", {"inputs": "b"})[0] == 200
+        assert metric(client, 'elmo_requests_total{route="/embed",status="429"}') == 1
+
+
+def test_a_client_that_disconnects_frees_its_place():
+    embedder = GatedEmbedder(random_bilm())
+    with serving(embedder, limits=ServeLimits(max_concurrent_requests=2)) as url, \
+            ThreadPoolExecutor(1) as pool:
+        probe = Client(url)
+        wait_for(lambda: probe.get("/health")[0] == 200, "the model to load")
+        embedder.gate.clear()
+        embedder.entered.clear()
+        busy = pool.submit(Client(url).post, "/embed", {"inputs": "first"})
+        assert embedder.entered.wait(TIMEOUT)
+        leaving = Client(url)
+        leaving.conn.request("POST", "/embed", json.dumps({"inputs": "gone away"}),
+                             {"Content-Type": "application/json"})
+        wait_for(lambda: metric(probe, "elmo_queue_depth") == 1, "the request to queue")
+        assert probe.post("/embed", {"inputs": "c"})[0] == 429  # two in flight
+        leaving.conn.sock.shutdown(socket.SHUT_RDWR)
+        leaving.close()
+        wait_for(lambda: metric(probe, "elmo_requests_in_flight") == 1, "its place to be freed")
+        assert metric(probe, "elmo_queue_depth") == 0
+        embedder.gate.set()
+        assert busy.result()[0] == 200
+        assert probe.post("/embed", {"inputs": "c"})[0] == 200
+        assert ["gone", "away"] not in [s for call in embedder.calls for s in call]
+        assert metric(probe, 'elmo_requests_total{route="/embed",status="499"}') == 1
+
+
+def test_an_internal_error_answers_500_without_a_traceback(client, served):
+    served[1].fail_next = True
+    status, body = client.post("/embed", {"inputs": "a"})
+    assert status == 500 and body["error_type"] == "Backend"
+    assert "secret" not in body["error"] and "Traceback" not in body["error"]
+    assert client.post("/embed", {"inputs": "a"})[0] == 200
+
+
+# ---- the command -------------------------------------------------------------------------
+
+
+def test_cli_refuses_bad_settings_without_starting(capsys):
+    assert main(["serve", "no-such-model-anywhere", "--port", "0"]) == 1
+    assert "no-such-model-anywhere" in capsys.readouterr().err
+    assert main(["serve", "--max-input-tokens", "5000", "--port", "0"]) == 1
+    assert "--max-batch-tokens" in capsys.readouterr().err
+    busy = bind("127.0.0.1", 0)
+    # asyncio sets TCP_NODELAY only on TCP-protocol sockets: without it keep-alive clients
+    # wait 40 ms per answer (Nagle against delayed ACKs)
+    assert busy.proto == socket.IPPROTO_TCP
+    assert main(["serve", "--port", str(busy.getsockname()[1])]) == 1
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    busy.close()
+
+
+def test_cli_names_the_extra_when_fastapi_is_missing(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # makes `import fastapi` fail
+    assert main(["serve", "--port", "0"]) == 1
+    assert "pip install 'elmo-bilm[serve]'" in capsys.readouterr().err
+
+
+def test_cli_stops_with_the_error_when_the_model_fails_to_load(tmp_path, capsys):
+    model = save_pretrained(random_bilm(), tmp_path / "model")
+    (model / "model.safetensors").write_bytes(b"not safetensors")
+    assert main(["serve", str(model), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "serving" in err and "elmo: error:" in err and "Traceback" not in err
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
+    model = save_pretrained(random_bilm(), tmp_path / "model")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "elmo", "serve", str(model), "--port", "0", "--threads", "1",
+         "--max-input-tokens", "4000", "--max-batch-tokens", "16008"],  # 4 model calls
+        stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stderr.readline()
+        match = re.search(r"serving .* on (http://\S+)", line)
+        assert match, line
+        url = match.group(1)
+        probe = Client(url)
+        wait_for(lambda: probe.get("/health")[0] == 200, "the model to load")
+        rng = np.random.default_rng(0)
+        sentences = [list(rng.choice(["a", "bb", "ccc", "dd"], size=4000)) for _ in range(16)]
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(lambda: (Client(url).post("/embed", {"inputs": sentences,
+                                                                      "normalize": False}),
+                                          time.monotonic()))
+            wait_for(lambda: metric(probe, "elmo_requests_in_flight") == 1, "the request")
+            proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            time.sleep(0.2)
+            with pytest.raises(ConnectionRefusedError):  # no longer accepting
+                socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 5)
+            (status, vectors), answered = answer.result(TIMEOUT)
+        assert answered > signalled, "the request was not in flight when signalled"
+        assert status == 200
+        expected = [a.mean(axis=0).mean(axis=0) for a in reference(sentences)]
+        np.testing.assert_allclose(np.array(vectors), np.stack(expected), atol=1e-5)
+        assert proc.wait(TIMEOUT) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---- the docs ----------------------------------------------------------------------------
+
+
+def test_the_curl_examples_of_docs_serving_answer(tmp_path):
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    docs = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", docs, flags=re.S | re.M)
+              if "curl " in b]
+    assert len(blocks) >= 6
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    with serving(load=lambda: Embedder.from_pretrained("default")) as url:
+        client = Client(url)
+        wait_for(lambda: client.get("/health")[0] == 200, "the model to load")
+        for block in blocks:
+            script = block.replace("curl -s ", "curl -sf ").replace("localhost:8080", url)
+            done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+            assert done.returncode == 0 and done.stdout, (block, done.stderr)
