@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -53,3 +54,13 @@ def random_bilm(seed: int = 0, **overrides) -> BiLM:
 @pytest.fixture
 def tiny_bilm() -> BiLM:
     return random_bilm()
+
+
+def write_text(path: Path, text: str, gz: bool = False) -> Path:
+    """Write UTF-8 `text` to `path`, gzipped when `gz`; returns `path`."""
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path

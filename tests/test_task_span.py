@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 
@@ -23,7 +22,7 @@ from elmo.tasks.squad import (
     squad_scores,
     token_f1,
 )
-from tests.conftest import random_bilm
+from tests.conftest import random_bilm, write_text
 
 
 def squad_json(paragraphs: list[tuple[str, list[dict]]], version: str = "1.1") -> dict:
@@ -37,13 +36,7 @@ def qa(qid: str, question: str, *answers: tuple[str, int], **extra) -> dict:
 
 
 def write(path, data, gz: bool = False):
-    text = json.dumps(data, ensure_ascii=False)
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
+    return write_text(path, json.dumps(data, ensure_ascii=False), gz)
 
 
 CONTEXT = "Zoë visited  Köln, then Zürich."  # two spaces after "visited"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import numpy as np
@@ -14,19 +13,14 @@ from torch import nn
 from elmo.cli import main
 from elmo.errors import InputFileError
 from elmo.tasks.word_vectors import load_word_vectors, read_word_vectors, vector_dim
+from tests.conftest import write_text
 from tests.test_task_cli import classification_file
 
 LINES = ["good 0.5 -1 2", "bad 1e-1 0 -0.25", "the 1 1 1", "Good 9 9 9"]
 
 
 def vectors_file(path, lines=LINES, header: bool = True, gz: bool = False):
-    text = "\n".join(([f"{len(lines)} 3"] if header else []) + lines) + "\n"
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
+    return write_text(path, "\n".join(([f"{len(lines)} 3"] if header else []) + lines) + "\n", gz)
 
 
 @pytest.mark.parametrize("header", [True, False])
