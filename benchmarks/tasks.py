@@ -66,6 +66,7 @@ from typing import Any
 import torch
 from common import DATA, REPO, add_run_options, machine_info, open_text, results_file, write_json
 
+from elmo.cli.common import DefaultsHelpFormatter
 from elmo.errors import ElmoError
 from elmo.pretrained import load_bilm
 from elmo.tasks.parallel import train_tasks
@@ -466,7 +467,7 @@ def memory_run(size: int, args: argparse.Namespace, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", default="default", help="the English biLM")
     parser.add_argument("--zh-model", default="default-zh", help="the Chinese biLM (MSRA)")
     parser.add_argument("--seeds", type=int, help="seeds per cell (default: 3; --full: 2)")
