@@ -13,6 +13,7 @@ from elmo.chars import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LSTMState, StackedLSTM
+from elmo.modules.quantize import check_quantize, quantize_linears_
 
 
 @dataclass
@@ -58,6 +59,7 @@ class BiLM(nn.Module):
         self.token_encoder = CharCNNEncoder(config)
         self.lstm = StackedLSTM(config)
         self.stateful = False
+        self.quantization: str | None = None  # "int8" once `quantize_` has run
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order
         c = config.max_characters_per_token
         self.register_buffer("bos_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, c)), False)
@@ -67,6 +69,23 @@ class BiLM(nn.Module):
     def num_layers(self) -> int:
         """Number of returned layers, L + 1."""
         return self.config.n_layers + 1
+
+    def quantize_(self, mode: str | None) -> BiLM:
+        """Quantize for CPU inference, in place (None: leave as is); returns self.
+
+        "int8": int8 weights for the LSTM input, state and projection products and for the
+        char-CNN's highway and projection layers; their inputs are quantized per row as they
+        arrive. The fp32 weights are dropped, so the result can no longer be trained or saved.
+        """
+        check_quantize(mode, self.bos_ids.device)
+        if mode is None or self.quantization == mode:
+            return self
+        self.eval()
+        quantize_linears_(self.token_encoder)
+        for layer in self.lstm.layers:
+            layer.quantize_int8_()
+        self.quantization = mode
+        return self
 
     def reset_states(self) -> None:
         """Forget the LSTM state carried between calls in stateful mode."""
@@ -198,6 +217,8 @@ class BiLM(nn.Module):
 def model_identity(bilm: BiLM) -> str:
     """sha256 of a biLM's architecture and every weight: equal iff its layers are equal."""
     digest = hashlib.sha256(json.dumps(bilm.config.to_dict(), sort_keys=True).encode())
+    if bilm.quantization is not None:  # fp32 identities stay as they were
+        digest.update(bilm.quantization.encode())
     for name, tensor in sorted(bilm.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())

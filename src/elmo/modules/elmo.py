@@ -21,6 +21,8 @@ class Elmo(nn.Module):
     `scalar_mix_parameters` fixes every mix's s to these values (not trained); `mode` picks
     "learned" (default), "average", "top" or "layer:K" for every mix; `layer_scales` (L+1
     constants, e.g. 1 / `LayerStore.layer_rms`) multiply the layers before every mix.
+    `quantize="int8"` quantizes the frozen biLM in place for int8 CPU inference
+    (docs/speed.md); it cannot be combined with `requires_grad=True`.
 
     Stateless: every sentence starts from a zero LSTM state, so its vectors do not depend on
     its batch, its neighbours or its padding. AllenNLP's `Elmo` is stateful: it carries each
@@ -44,15 +46,19 @@ class Elmo(nn.Module):
         layer_scales: list[float] | None = None,
         *,
         bilm: BiLM | None = None,
+        quantize: str | None = None,
     ) -> None:
         super().__init__()
         if (bilm is None) == (options_file is None or weight_file is None):
             raise ElmoError("Elmo needs either options_file and weight_file or a bilm")
+        if quantize is not None and requires_grad:
+            raise ElmoError(f"quantize={quantize!r} is for a frozen biLM: it cannot be "
+                            "fine-tuned (requires_grad=True)")
         if bilm is None:
             from elmo.formats.bilm_tf import load_bilm_tf  # formats import modules
 
             bilm = load_bilm_tf(options_file, weight_file)
-        self.bilm = bilm
+        self.bilm = bilm.quantize_(quantize)
         self.requires_grad = requires_grad
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.bilm.stateful = False
@@ -77,7 +83,8 @@ class Elmo(nn.Module):
         cls, model: str | Path | None, num_output_representations: int, **kwargs
     ) -> Elmo:
         """Elmo over any MODEL `elmo embed` takes: None/"default", a released name or a
-        model directory (ours or an official options/weights pair)."""
+        model directory (ours or an official options/weights pair). `kwargs` as for
+        `Elmo(...)`, e.g. `quantize="int8"`."""
         from elmo.pretrained import load_bilm  # pretrained imports modules
 
         return cls(None, None, num_output_representations, bilm=load_bilm(model), **kwargs)
