@@ -81,14 +81,16 @@ def int8_matmul(
 ) -> torch.Tensor:
     """x (M, K) fp32 @ int8 weight (K, N) with column scales (1, N), plus `add` (M or 1, N).
 
-    Each row of x is quantized with its own scale; written into `out` (M, N) if given.
+    Each row of x is quantized with its own scale. Written into `out` (M, N) if given, which
+    may be `add` itself.
     """
     row_scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / INT8_MAX  # (M, 1)
     x_int8 = torch.round(x / row_scale).to(torch.int8)
-    products = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
-    out = torch.mul(products, row_scale, out=out) if out is not None else products * row_scale
-    out.mul_(scale)
-    return out if add is None else out.add_(add)
+    product = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
+    product = (product * row_scale).mul_(scale)  # fp32
+    if add is not None:
+        return torch.add(add, product, out=out)
+    return product if out is None else out.copy_(product)
 
 
 class Int8Matrices(nn.Module):
@@ -100,10 +102,12 @@ class Int8Matrices(nn.Module):
         self.register_buffer("weight", quantized, persistent=True)  # (D, K, N) int8
         self.register_buffer("scale", scale, persistent=True)  # (D, 1, N)
 
-    def forward(self, x: torch.Tensor, add: torch.Tensor | None = None) -> torch.Tensor:
-        """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N)."""
+    def forward(
+        self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
         d, m, _ = x.shape
-        out = x.new_empty(d, m, self.weight.shape[-1])
+        out = x.new_empty(d, m, self.weight.shape[-1]) if out is None else out
         for k in range(d):
             int8_matmul(x[k], self.weight[k], self.scale[k], None if add is None else add[k],
                         out=out[k])
