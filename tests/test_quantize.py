@@ -157,3 +157,25 @@ def test_platform_without_kernels_is_a_clear_error(tmp_path, monkeypatch, capsys
         assert not (tmp_path / "o.hdf5").exists()
     finally:
         quantize.int8_unavailable_reason.cache_clear()
+
+
+def test_analyze_runs_on_int8_features(tmp_path, monkeypatch, capsys):
+    from elmo.cli import analyze
+    from tests.test_analysis_probe import CONLLU
+
+    seen = []
+    original = Embedder.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        embedder = original(cls, *args, **kwargs)
+        seen.append(embedder.model.quantization)
+        return embedder
+
+    monkeypatch.setattr(analyze.Embedder, "from_pretrained", classmethod(spy))
+    model = save_pretrained(random_bilm(seed=6), tmp_path / "model")
+    data = tmp_path / "toy.conllu"
+    data.write_text(CONLLU, encoding="utf-8")
+    assert main(["analyze", "probe", "--model", str(model), "--train", str(data), "--test",
+                 str(data), "--quiet", "--json", "--quantize", "int8"]) == 0
+    assert seen == ["int8"]
+    assert "average" in capsys.readouterr().out
