@@ -49,6 +49,15 @@ def test_int8_matmul_is_the_product_of_the_dequantized_operands():
     # ... and close to the fp32 product: each operand is rounded to 8 bits.
     error = ((got - (x @ w + add)).norm() / (x @ w).norm()).item()
     assert 0 < error < 0.02
+    # Batched over a leading axis (the LSTM's directions), written into its addend.
+    xs, ws = torch.stack([x, -2 * x]), torch.stack([w, w.flip(0)])
+    ws_int8, ws_scale = quantize_columns(ws)
+    batched = int8_matmul(xs, ws_int8, ws_scale, add.expand(2, -1, -1).clone())
+    for k in range(2):
+        torch.testing.assert_close(batched[k], int8_matmul(xs[k], ws_int8[k], ws_scale[k], add))
+    into = add.expand(2, -1, -1).clone()
+    assert int8_matmul(xs, ws_int8, ws_scale, into, out=into) is into
+    torch.testing.assert_close(into, batched)
 
 
 def test_int8_linear_matches_linear_and_zero_rows_stay_zero():

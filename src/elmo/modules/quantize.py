@@ -79,14 +79,20 @@ def int8_matmul(
     add: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """x (M, K) fp32 @ int8 weight (K, N) with column scales (1, N), plus `add` (M or 1, N).
+    """x (M, K) or (D, M, K) fp32 @ int8 weight (K, N) or (D, K, N) with column scales
+    (1, N) or (D, 1, N), plus `add` (broadcast to the result) -> fp32 (M, N) or (D, M, N).
 
-    Each row of x is quantized with its own scale. Written into `out` (M, N) if given, which
-    may be `add` itself.
+    Each row of x is quantized with its own scale. Written into `out` if given, which may be
+    `add` itself.
     """
-    row_scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / INT8_MAX  # (M, 1)
+    row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / INT8_MAX  # (..., M, 1)
     x_int8 = torch.round(x / row_scale).to(torch.int8)
-    product = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
+    if x.dim() == 2:
+        product = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
+    else:  # one product per leading index (torch._int_mm is 2-D only)
+        product = x.new_empty(*x.shape[:-1], weight.shape[-1], dtype=torch.int32)
+        for k in range(x.shape[0]):
+            torch._int_mm(x_int8[k], weight[k], out=product[k])
     product = (product * row_scale).mul_(scale)  # fp32
     if add is not None:
         return torch.add(add, product, out=out)
@@ -106,12 +112,7 @@ class Int8Matrices(nn.Module):
         self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
-        d, m, _ = x.shape
-        out = x.new_empty(d, m, self.weight.shape[-1]) if out is None else out
-        for k in range(d):
-            int8_matmul(x[k], self.weight[k], self.scale[k], None if add is None else add[k],
-                        out=out[k])
-        return out
+        return int8_matmul(x, self.weight, self.scale, add, out)
 
 
 class Int8Linear(nn.Module):
