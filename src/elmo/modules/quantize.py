@@ -85,18 +85,19 @@ def int8_matmul(
     Each row of x is quantized with its own scale. Written into `out` if given, which may be
     `add` itself.
     """
-    row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / INT8_MAX  # (..., M, 1)
-    x_int8 = torch.round(x / row_scale).to(torch.int8)
+    row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-12).div_(INT8_MAX)  # (.., M, 1)
+    x_int8 = x.div(row_scale).round_().to(torch.int8)
     if x.dim() == 2:
         product = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
     else:  # one product per leading index (torch._int_mm is 2-D only)
         product = x.new_empty(*x.shape[:-1], weight.shape[-1], dtype=torch.int32)
         for k in range(x.shape[0]):
             torch._int_mm(x_int8[k], weight[k], out=product[k])
-    product = (product * row_scale).mul_(scale)  # fp32
-    if add is not None:
-        return torch.add(add, product, out=out)
-    return product if out is None else out.copy_(product)
+    # Converted first: multiplying the int32 tensor by a float one directly is ~4x slower.
+    product = product.to(torch.float32).mul_(row_scale)
+    if add is None:
+        return torch.mul(product, scale, out=out)
+    return torch.addcmul(add, product, scale, out=out)
 
 
 class Int8Matrices(nn.Module):
