@@ -3,15 +3,18 @@
 For each preset (random weights written in the official format, no download; `efml`: the
 released ELMoForManyLangs architecture, cnn_50_100_512_4096, in our format) and each workload
 in ../shared/bench, a child process loads the model and runs `Embedder.embed_file` with the CLI's
-defaults; we report tokens/s, achieved GFLOP/s, the fraction of the matmul-bound limit, the
-child's peak RSS, and the median latency of one 10-token sentence. Prints a table, writes JSON.
+defaults, in fp32 and with int8 quantization (`--quantize int8`); we report tokens/s, achieved
+GFLOP/s, the fraction of the fp32 matmul-bound limit, int8's speed-up over fp32, the child's
+peak RSS, and the median latency of one 10-token sentence. Prints a table, writes JSON.
 
-    python benchmarks/embed_speed.py [--presets small medium original] [--out results.json]
+    python benchmarks/embed_speed.py [--presets small medium original] [--modes fp32 int8]
+        [--threads N] [--out results.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -23,6 +26,7 @@ import torch
 from common import REPO, SHARED, forward_flops_per_token, matmul_gflops
 
 from elmo.config import BiLMConfig
+from elmo.modules.quantize import QUANTIZE_MODES
 
 WORKLOADS = ("wikitext2_test_1000.txt", "sentences_256.txt")
 
@@ -32,8 +36,10 @@ import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
 from elmo.pretrained import load_bilm
-model_dir, text, out = sys.argv[1:4]
-embedder = Embedder(load_bilm(model_dir))
+model_dir, text, out, mode, threads = sys.argv[1:6]
+if int(threads):
+    torch.set_num_threads(int(threads))
+embedder = Embedder(load_bilm(model_dir), quantize=None if mode == "fp32" else mode)
 start = time.perf_counter()
 embedder.embed_file(text, out, progress=False, overwrite=True)
 seconds = time.perf_counter() - start
@@ -59,9 +65,10 @@ def efml_config(bench: Path) -> BiLMConfig:
     return released_config(chars, specials + sorted(set(text.split())))
 
 
-def run_child(model_dir: Path, text: Path, out: Path) -> dict:
+def run_child(model_dir: Path, text: Path, out: Path, mode: str = "fp32", threads: int = 0
+              ) -> dict:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(model_dir), str(text), str(out)],
+        [sys.executable, "-c", CHILD, str(model_dir), str(text), str(out), mode, str(threads)],
         stdout=subprocess.PIPE,
     )
     stdout = proc.stdout.read()
@@ -78,6 +85,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["small", "medium", "original"],
                         help="presets, or efml (the released ELMoForManyLangs architecture)")
+    parser.add_argument("--modes", nargs="+", default=["fp32", "int8"],
+                        choices=["fp32", *QUANTIZE_MODES], help="fp32 and/or quantized")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads in the embedding child (default: torch's own)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/embed_speed.json")
     args = parser.parse_args()
     bench = SHARED / "bench"
@@ -86,6 +97,8 @@ def main() -> None:
     from elmo.formats import save_bilm_tf, save_pretrained
     from elmo.modules.bilm import BiLM
 
+    if args.threads:
+        torch.set_num_threads(args.threads)  # the limit at the children's thread count
     gflops = matmul_gflops()
     print(f"fp32 matmul: {gflops:.0f} GFLOP/s, torch threads: {torch.get_num_threads()}")
     rows = []
@@ -100,13 +113,16 @@ def main() -> None:
                 save_bilm_tf(BiLM(config), model_dir)
             flops = forward_flops_per_token(config)
             weights_mb = sum(f.stat().st_size for f in model_dir.iterdir()) / 2**20
-            for workload in WORKLOADS:
+            for workload, mode in itertools.product(WORKLOADS, args.modes):
                 text = bench / workload
                 tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))
-                result = run_child(model_dir, text, Path(tmp) / "out.hdf5")
+                result = run_child(model_dir, text, Path(tmp) / "out.hdf5", mode, args.threads)
                 tps = tokens / result["seconds"]
+                fp32 = next((r["tokens_per_s"] for r in rows if r["mode"] == "fp32"
+                             and (r["preset"], r["workload"]) == (preset, workload)), None)
                 rows.append({
-                    "preset": preset, "workload": workload, "tokens": tokens,
+                    "preset": preset, "workload": workload, "mode": mode, "tokens": tokens,
+                    "speedup_over_fp32": tps / fp32 if fp32 else None,
                     "tokens_per_s": tps, "gflops_achieved": tps * flops / 1e9,
                     "fraction_of_limit": tps * flops / (gflops * 1e9),
                     "limit_tokens_per_s": gflops * 1e9 / flops,
@@ -114,16 +130,18 @@ def main() -> None:
                     "latency_10_tokens_ms": result["latency_ms"],
                     "mflop_per_token": flops / 1e6,
                 })
-    header = (f"{'preset':9}{'workload':26}{'tok/s':>8}{'limit':>8}{'frac':>7}{'GFLOP/s':>9}"
-              f"{'RSS MB':>8}{'wts MB':>8}{'10-tok ms':>10}")
+    header = (f"{'preset':9}{'workload':26}{'mode':5}{'tok/s':>8}{'limit':>8}{'frac':>7}"
+              f"{'x fp32':>7}{'GFLOP/s':>9}{'RSS MB':>8}{'wts MB':>8}{'10-tok ms':>10}")
     print(header)
     for r in rows:
-        print(f"{r['preset']:9}{r['workload']:26}{r['tokens_per_s']:8.0f}"
-              f"{r['limit_tokens_per_s']:8.0f}{r['fraction_of_limit']:7.2f}"
+        speedup = f"{r['speedup_over_fp32']:7.2f}" if r["speedup_over_fp32"] else f"{'':7}"
+        print(f"{r['preset']:9}{r['workload']:26}{r['mode']:5}{r['tokens_per_s']:8.0f}"
+              f"{r['limit_tokens_per_s']:8.0f}{r['fraction_of_limit']:7.2f}{speedup}"
               f"{r['gflops_achieved']:9.1f}{r['peak_rss_mb']:8.0f}{r['weights_mb']:8.0f}"
               f"{r['latency_10_tokens_ms']:10.1f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"matmul_gflops": gflops, "rows": rows}, indent=2) + "\n")
+    args.out.write_text(json.dumps({"matmul_gflops": gflops, "threads": args.threads or None,
+                                    "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -108,6 +108,30 @@ def test_time_chunked_gates_equal_one_chunk():
     torch.testing.assert_close(chunked, reference, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("gate_buffer_bytes", [1, 64 * 2**20])
+def test_in_place_inference_path_equals_the_autograd_path(gate_buffer_bytes):
+    """Inference reuses one gate buffer and adds the state product into it in place; the
+    autograd path allocates every tensor anew. Both from zero state and from a given one."""
+    model = random_bilm(seed=24)
+    for layer in model.lstm.layers:
+        layer.gate_buffer_bytes = gate_buffer_bytes
+    ids = batch_to_ids(_corpus(7, seed=5))
+    with torch.inference_mode():
+        fast = model(ids).layers
+    with torch.enable_grad():
+        plain = model(ids).layers.detach()
+    torch.testing.assert_close(fast, plain, atol=1e-6, rtol=0)
+    layer = model.lstm.layers[0]
+    x = torch.randn(2, 3, 5, layer.proj_dim)  # (D, B, T, P): the input size is P
+    state = (torch.randn(2, 3, layer.proj_dim), torch.randn(2, 3, layer.cell_dim))
+    with torch.inference_mode():
+        fast_out, (fast_h, fast_c) = layer(x, [3, 3, 2, 1, 1], state)
+    with torch.enable_grad():
+        plain_out, (plain_h, plain_c) = layer(x, [3, 3, 2, 1, 1], state)
+    for a, b in ((fast_out, plain_out), (fast_h, plain_h), (fast_c, plain_c)):
+        torch.testing.assert_close(a, b.detach(), atol=1e-6, rtol=0)
+
+
 def test_batches_respect_the_budget_and_cover_every_sentence():
     embedder = Embedder(random_bilm(), batch_size=5, max_tokens=60)
     lengths = [len(s) for s in _corpus(200, seed=3)]

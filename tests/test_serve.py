@@ -241,6 +241,7 @@ def test_tokenize_info_metrics(client):
     info = json.loads(info)
     assert status == 200 and info["ready"] and info["layers"] == 3 and info["dims"] == 32
     assert info["tokenizer"] == "whitespace" and info["limits"]["max_client_batch_size"] == 8
+    assert info["quantize"] is None
     status, _, text = client.request("GET", "/metrics")
     text = text.decode()
     assert status == 200
@@ -459,3 +460,16 @@ def test_the_curl_examples_of_docs_serving_answer(tmp_path):
             done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=TIMEOUT)
             assert done.returncode == 0 and done.stdout, (block, done.stderr)
+
+
+def test_an_int8_model_serves_the_int8_embedders_vectors():
+    sentences = [["the", "cat", "sat"], ["a", "dog"]]
+    expected = Embedder(random_bilm(), quantize="int8").embed_sentences(sentences)
+    with serving(Embedder(random_bilm(), quantize="int8")) as url:
+        client = Client(url)
+        wait_for(lambda: client.get("/health")[0] == 200, "the model to load")
+        status, body = client.post("/embed_all", {"inputs": sentences})
+        assert status == 200
+        for got, want in zip(body, expected, strict=True):
+            np.testing.assert_allclose(np.array(got), want, atol=1e-5)
+        assert json.loads(client.get("/info")[1])["quantize"] == "int8"

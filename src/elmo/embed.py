@@ -20,6 +20,7 @@ from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
 from elmo.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.modules.bilm import BiLM, model_identity
+from elmo.modules.quantize import check_quantize
 from elmo.pretrained import load_bilm, recorded_tokenizer
 from elmo.textfile import is_stdin, scan_input
 from elmo.textfile import read_lines as read_text_lines
@@ -113,6 +114,8 @@ class Embedder:
     `stateful=True` reproduces the original implementation's protocol instead: input order,
     batches of exactly `batch_size` sentences, LSTM state carried per batch row.
     Token vectors come from a cache of `token_cache_size` words (0 turns it off).
+    `quantize="int8"` quantizes the model in place for int8 inference on the CPU
+    (docs/speed.md).
     `tokenizer` (a name from `elmo.TOKENIZER_NAMES` or a callable) splits the lines of the
     files given to `embed_file`; sentences given directly are already lists of tokens.
     """
@@ -127,6 +130,7 @@ class Embedder:
         stateful: bool = False,
         token_cache_size: int = 20000,
         tokenizer: Tokenizer | str = "whitespace",
+        quantize: str | None = None,
     ) -> None:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
@@ -134,8 +138,9 @@ class Embedder:
         if batch_size < 1 or max_tokens < 1:
             raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
         self.tokenizer = tokenizer
-        self.device = resolve_device(device)  # None: cuda if available, else cpu
-        self.model = model.to(self.device).eval()
+        # None: cuda if available, else cpu; int8 runs on the cpu.
+        self.device = resolve_device("cpu" if device is None and quantize else device)
+        self.model = model.to(self.device).eval().quantize_(quantize)
         self.model.stateful = stateful
         self.model.reset_states()
         self.batch_size, self.max_tokens = batch_size, max_tokens
@@ -150,14 +155,17 @@ class Embedder:
         options: str | Path | None = None,
         weights: str | Path | None = None,
         tokenizer: Tokenizer | str | None = None,
+        quantize: str | None = None,
         **kwargs,
     ) -> Embedder:
         """An Embedder for a released name, a model directory, or an options/weights pair;
         with no argument, the small model that ships with the package. `tokenizer` defaults
-        to the one a run directory of `elmo train` records, else whitespace."""
+        to the one a run directory of `elmo train` records, else whitespace. `quantize`:
+        None (fp32) or "int8" (CPU only)."""
+        check_quantize(quantize)  # before loading: fail at once where int8 cannot run
         tokenizer = tokenizer or recorded_tokenizer(model) or "whitespace"
         return cls(load_bilm(model, options=options, weights=weights), tokenizer=tokenizer,
-                   **kwargs)
+                   quantize=quantize, **kwargs)
 
     @property
     def stateful(self) -> bool:

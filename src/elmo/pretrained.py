@@ -35,6 +35,7 @@ from elmo.formats.native import (
 )
 from elmo.hub import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.modules.bilm import BiLM
+from elmo.modules.quantize import check_quantize
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
@@ -183,14 +184,17 @@ def load_bilm(
     options: str | Path | None = None,
     weights: str | Path | None = None,
     progress: bool = True,
+    quantize: str | None = None,
 ) -> BiLM:
     """Load a biLM in eval mode: `model` as in the module docstring (None: `default`), or an
-    official `options`/`weights` pair."""
+    official `options`/`weights` pair; `quantize="int8"` for int8 CPU inference (see
+    `BiLM.quantize_`)."""
+    check_quantize(quantize)  # before loading: a platform without the kernels fails at once
     if options is not None or weights is not None:
         if options is None or weights is None or model is not None:
             raise ElmoError("give both --options and --weights, and no model name")
-        return load_bilm_tf(options, weights)
-    return load_pretrained(model, progress=progress)[0]
+        return load_bilm_tf(options, weights).quantize_(quantize)
+    return load_pretrained(model, progress=progress)[0].quantize_(quantize)
 
 
 def model_vocab_file(model: str | Path | None) -> Path | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from elmo.analysis.report import format_table
 from elmo.atomic import atomic_write_text, claim_output
-from elmo.cli.common import add_overwrite
+from elmo.cli.common import add_overwrite, add_quantize
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.tasks.recipe import TaskConfig
@@ -38,6 +38,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                    "(default: default, the shipped model)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    add_quantize(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -45,7 +46,8 @@ def _model_options(p: argparse.ArgumentParser) -> None:
 def _embedder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Embedder:
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
-    return Embedder.from_pretrained(args.model, device=args.device, batch_size=args.batch_size)
+    return Embedder.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
+                                    quantize=args.quantize)
 
 
 # ---- wsd -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from elmo.cli.common import add_overwrite, add_tokenizer
+from elmo.cli.common import add_overwrite, add_quantize, add_tokenizer
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.textfile import ENCODING_ERRORS
 
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                         "available, else cpu)")
     device.add_argument("--cuda-device", type=int, metavar="N",
                         help="GPU N, or the cpu for -1 (AllenNLP's flag)")
+    add_quantize(p)
     p.add_argument("--stateful", action="store_true",
                    help="the original's protocol: file order, batches of --batch-size, "
                    "LSTM state carried per batch row (reproduces its numbers)")
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     embedder = Embedder.from_pretrained(
         model, options=args.options, weights=args.weights, device=device,
         batch_size=args.batch_size, stateful=args.stateful,
-        tokenizer=args.tokenizer,
+        tokenizer=args.tokenizer, quantize=args.quantize,
     )
     embedder.embed_file(input_path, output_path, layers=args.layers, dtype=args.dtype,
                         encoding_errors=args.encoding_errors, progress=not args.quiet,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import fields
 
-from elmo.cli.common import add_tokenizer
+from elmo.cli.common import add_quantize, add_tokenizer
 from elmo.embed import LAYER_MODES
 from elmo.extras import import_extra
 from elmo.pretrained import DEFAULT_MODEL, model_format
@@ -45,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_tokenizer(p)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
                    "available, else cpu)")
+    add_quantize(p)
     p.add_argument("--access-log", action="store_true", help="log one line per request")
     p.set_defaults(run=run)
 
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     def load() -> Embedder:
         return Embedder.from_pretrained(args.model, options=args.options, weights=args.weights,
                                         device=args.device, tokenizer=args.tokenizer,
+                                        quantize=args.quantize,
                                         max_tokens=limits.max_batch_tokens)
 
     failures: list[Exception] = []

@@ -14,6 +14,7 @@ from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LSTMState, StackedLSTM
+from elmo.modules.quantize import check_quantize, quantize_linears_
 
 
 @dataclass
@@ -77,6 +78,7 @@ class BiLM(nn.Module):
         self.token_encoder = CharCNNEncoder(config)
         self.lstm = StackedLSTM(config)
         self.stateful = False
+        self.quantization: str | None = None  # "int8" once `quantize_` has run
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order
         # Tokens -> ids as this model's token encoder reads them (bytes or its vocabulary).
         self.indexer = token_indexer(config)
@@ -93,6 +95,23 @@ class BiLM(nn.Module):
     def num_layers(self) -> int:
         """Number of returned layers, L + 1."""
         return self.config.n_layers + 1
+
+    def quantize_(self, mode: str | None) -> BiLM:
+        """Quantize for CPU inference, in place (None: leave as is); returns self.
+
+        "int8": int8 weights for the LSTM input, state and projection products and for the
+        char-CNN's highway and projection layers; their inputs are quantized per row as they
+        arrive. The fp32 weights are dropped, so the result can no longer be trained or saved.
+        """
+        check_quantize(mode, self.bos_ids.device)
+        if mode is None or self.quantization == mode:
+            return self
+        self.eval()
+        quantize_linears_(self.token_encoder)
+        for layer in self.lstm.layers:
+            layer.quantize_int8_()
+        self.quantization = mode
+        return self
 
     def reset_states(self) -> None:
         """Forget the LSTM state carried between calls in stateful mode."""
@@ -219,6 +238,8 @@ class BiLM(nn.Module):
 def model_identity(bilm: BiLM) -> str:
     """sha256 of a biLM's architecture and every weight: equal iff its layers are equal."""
     digest = hashlib.sha256(json.dumps(bilm.config.to_dict(), sort_keys=True).encode())
+    if bilm.quantization is not None:  # fp32 identities stay as they were
+        digest.update(bilm.quantization.encode())
     for name, tensor in sorted(bilm.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())

@@ -25,6 +25,8 @@ class Elmo(nn.Module):
     (B, T+2, D) with the sentence boundaries) and "mask" (B, T+2). `elmo.Elmo`, the class
     users import, also reads `options_file` and `weight_file`, and its state dict has
     AllenNLP's layout (this one's: `_elmo_lstm.*` as the biLM's own, `scalar_mix_{k}.*`).
+    `quantize="int8"` quantizes a frozen `BiLM` in place for int8 CPU inference
+    (docs/speed.md); it cannot be combined with `requires_grad=True`.
 
     A `BiLM` is frozen by default: it stays in eval mode and gets no gradient, while the
     mixes still train. `requires_grad=True` fine-tunes it (it then follows `train()`/`eval()`,
@@ -65,15 +67,24 @@ class Elmo(nn.Module):
         mode: str = "learned",
         layer_scales: list[float] | None = None,
         layer_norm_boundaries: bool = True,
+        quantize: str | None = None,
     ) -> None:
         super().__init__()
         files = options_file is not None or weight_file is not None
         if module is not None and files:
             raise ElmoError("Elmo takes options_file and weight_file, or module=, not both")
+        if quantize is not None and requires_grad:
+            raise ElmoError(f"quantize={quantize!r} is for a frozen biLM: it cannot be "
+                            "fine-tuned (requires_grad=True)")
         if module is None:
             if options_file is None or weight_file is None:
                 raise ElmoError("Elmo needs options_file and weight_file (or a biLM as module=)")
             module = self.read_bilm(options_file, weight_file)
+        if quantize is not None:
+            if not isinstance(module, BiLM):
+                raise ElmoError(f"quantize={quantize!r} needs a BiLM; the module= given is a "
+                                f"{type(module).__name__}")
+            module.quantize_(quantize)
         self._elmo_lstm = module
         self.requires_grad = requires_grad
         self.keep_sentence_boundaries = keep_sentence_boundaries

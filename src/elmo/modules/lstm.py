@@ -16,9 +16,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import BiLMConfig
+from elmo.modules.quantize import Int8Matrices, check_inference
 
 # (h, c): h (D, B, P) projected output, c (D, B, C) memory cell.
 LSTMState = tuple[torch.Tensor, torch.Tensor]
+WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` matrices
 
 
 class ProjectedLSTM(nn.Module):
@@ -52,7 +54,31 @@ class ProjectedLSTM(nn.Module):
         forget_bias = torch.zeros(4 * cell_dim)
         forget_bias[2 * cell_dim : 3 * cell_dim] = 1.0
         self.register_buffer("forget_bias", forget_bias, persistent=False)
+        self.int8: nn.ModuleDict | None = None  # int8 weights, once quantized
         self.reset_parameters()
+
+    def quantize_int8_(self) -> None:
+        """Replace the input, state and projection weights by int8 copies (inference only)."""
+        self.int8 = nn.ModuleDict(
+            {name: Int8Matrices(getattr(self, f"{name}_weight")) for name in WEIGHT_NAMES})
+        for name in WEIGHT_NAMES:
+            delattr(self, f"{name}_weight")
+
+    def _product(
+        self,
+        name: str,
+        x: torch.Tensor,
+        add: torch.Tensor | None = None,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x (D, M, K) @ the weight `name` (D, K, N), plus `add` (D, M or 1, N) -> (D, M, N),
+        written into `out` if given (which may be `add` itself)."""
+        if self.int8 is not None:
+            return self.int8[name](x, add, out)
+        weight = getattr(self, f"{name}_weight")
+        if add is None:
+            return torch.bmm(x, weight, out=out)
+        return torch.baddbmm(add, x, weight, out=out)
 
     def reset_parameters(self) -> None:
         for weight in (self.input_weight, self.state_weight, self.proj_weight):
@@ -76,21 +102,29 @@ class ProjectedLSTM(nn.Module):
         position. Without a `state`, the first step starts from zeros and skips the
         state-to-gate product.
         """
+        if self.int8 is not None:
+            check_inference()
         d, b, t_max, _ = x.shape
         zero_start = state is None
+        inference = not torch.is_grad_enabled()
         h, c = self.zero_state(b, x) if zero_start else state
         x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
-        step_bytes = d * b * self.bias.shape[1] * x.element_size()
-        time_chunk = max(1, self.gate_buffer_bytes // step_bytes)
+        gates_width = self.bias.shape[1]  # 4C
+        time_chunk = max(1, self.gate_buffer_bytes // (d * b * gates_width * x.element_size()))
         bias = (self.bias + self.forget_bias).unsqueeze(1)  # (D, 1, 4C)
         steps = len(batch_sizes)
+        # Inference reuses one gate buffer for every chunk (a fresh one per chunk costs a
+        # page fault per 4 KiB) and adds the state product to it in place.
+        buffer = x.new_empty(d * min(time_chunk, steps) * b * gates_width) if inference else None
         # Per-step tensors are unbound and stacked once: slicing a step out of a large
         # tensor would make autograd zero-fill a tensor of that size for every step.
         outputs: list[torch.Tensor] = []  # per step (D, B, P)
         for start in range(0, steps, time_chunk):
             # Input-to-gate products of a chunk of time steps in one matmul.
             x_chunk = x[:, start : min(start + time_chunk, steps)]
-            x_gates = torch.baddbmm(bias, x_chunk.reshape(d, -1, x.shape[-1]), self.input_weight)
+            rows = x_chunk.shape[1] * b
+            out = buffer[: d * rows * gates_width].view(d, rows, -1) if inference else None
+            x_gates = self._product("input", x_chunk.reshape(d, rows, -1), bias, out)
             x_gates = x_gates.view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
             for step, (x_t, n) in enumerate(zip(x_gates.unbind(1), batch_sizes[start:],
                                                 strict=False), start):
@@ -101,7 +135,8 @@ class ProjectedLSTM(nn.Module):
                 if zero_start and step == 0:  # (D, n, 4C): h and c are zero
                     h_t, c_t = self._cell(x_t, None)
                 else:
-                    h_t, c_t = self._cell(torch.baddbmm(x_t, h_run, self.state_weight), c_run)
+                    gates = self._product("state", h_run, x_t, x_t if inference else None)
+                    h_t, c_t = self._cell(gates, c_run)
                 if n < b:  # finished rows keep their final state; their output is zero
                     h = torch.cat([h_t, h[:, n:]], dim=1)
                     c = torch.cat([c_t, c[:, n:]], dim=1)
@@ -118,20 +153,26 @@ class ProjectedLSTM(nn.Module):
         """gates (D, n, 4C) with all biases, c_prev (D, n, C) or None for zeros -> (h, c).
 
         Without autograd (inference) the activations overwrite `gates` in place, saving the
-        allocation and a pass over memory per gate; with autograd they are new tensors.
+        allocation and a pass over memory per gate; with autograd they are new tensors. The
+        returned h and c never share memory with `gates` (its buffer is reused).
         """
         i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
         if torch.is_grad_enabled():
             i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
             c = i * j if c_prev is None else torch.addcmul(f * c_prev, i, j)
-        else:
-            i, j, f, o = i.sigmoid_(), j.tanh_(), f.sigmoid_(), o.sigmoid_()
-            c = i.mul_(j) if c_prev is None else torch.addcmul(f.mul_(c_prev), i, j)
+            if self.cell_clip is not None:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = self._product("proj", o * torch.tanh(c))  # (D, n, P)
+            if self.proj_clip is not None:
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            return h, c
+        i, j, f, o = i.sigmoid_(), j.tanh_(), f.sigmoid_(), o.sigmoid_()
+        c = torch.mul(i, j) if c_prev is None else torch.addcmul(f.mul_(c_prev), i, j)
         if self.cell_clip is not None:
-            c = c.clamp(-self.cell_clip, self.cell_clip)
-        h = torch.bmm(o * torch.tanh(c), self.proj_weight)  # (D, n, P)
+            c.clamp_(-self.cell_clip, self.cell_clip)
+        h = self._product("proj", o.mul_(torch.tanh(c)))  # (D, n, P)
         if self.proj_clip is not None:
-            h = h.clamp(-self.proj_clip, self.proj_clip)
+            h.clamp_(-self.proj_clip, self.proj_clip)
         return h, c
 
 

@@ -169,6 +169,7 @@ class Service:
             "default_layers": self.layers,
             "tokenizer": tokenizer,
             "device": None if embedder is None else str(embedder.device),
+            "quantize": None if embedder is None else embedder.model.quantization,
             "limits": asdict(limits),
         }
 
