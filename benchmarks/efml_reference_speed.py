@@ -12,7 +12,7 @@ With that interpreter, the package's own classes build a model of the released s
 bundled cnn_50_100_512_4096_sample.json, random weights) whose config.json names that config
 by an absolute path that does not exist, as the released models do. Then, each in a child
 process with the same threads: the reference's `Embedder.sents2elmo` (batch_size 64), ours
-on the same directory (`Embedder.from_pretrained`), and our `original` preset (byte
+on the same directory (`Embedder.from_pretrained`, fp32 and int8), and our `original` preset (byte
 encoder, same LSTM size) with random weights. Reports tokens/s and the max |difference|
 between the reference and us on one batch (where the reference's state starts at zero).
 """
@@ -79,14 +79,15 @@ print(json.dumps({"seconds": seconds, "tokens": sum(map(len, sentences))}))
 OURS_TIME = r"""
 import json, sys, time, numpy as np, torch
 from elmo import BiLM, BiLMConfig, Embedder
-model, text, threads, check = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+model, text, threads, check, quantize = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6]
+quantize = None if quantize == "fp32" else quantize
 torch.set_num_threads(threads)
 sentences = [line.split() for line in open(text, encoding="utf-8") if line.split()]
 if model == "original":
     torch.manual_seed(0)
-    embedder = Embedder(BiLM(BiLMConfig.preset("original")).eval())
+    embedder = Embedder(BiLM(BiLMConfig.preset("original")).eval(), quantize=quantize)
 else:
-    embedder = Embedder.from_pretrained(model)
+    embedder = Embedder.from_pretrained(model, quantize=quantize)
 start = time.perf_counter()
 embedder.embed_sentences(sentences)
 seconds = time.perf_counter() - start
@@ -127,9 +128,11 @@ def main() -> None:
             "reference (elmoformanylangs)": child(args.reference_python, REFERENCE_TIME,
                                                   str(model), str(text), threads, str(check)),
             "ours, EfML model": child(sys.executable, OURS_TIME, str(model), str(text), threads,
-                                      str(check)),
+                                      str(check), "fp32"),
+            "ours, EfML model, int8": child(sys.executable, OURS_TIME, str(model), str(text),
+                                            threads, "-", "int8"),
             "ours, original preset": child(sys.executable, OURS_TIME, "original", str(text),
-                                           threads, "-"),
+                                           threads, "-", "fp32"),
         }
     reference = rows["reference (elmoformanylangs)"]
     print(f"{args.workload}, {args.threads} thread(s)")
