@@ -9,6 +9,8 @@ model, docs/speed.md). We require < 3% per layer, and that int8 did run (error >
 
 from __future__ import annotations
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from elmo.errors import ElmoError
 from elmo.modules import quantize
 from elmo.modules.bilm import model_identity
 from elmo.modules.quantize import Int8Linear, int8_matmul, quantize_columns
+from elmo.tasks.recipe import TaskConfig
 from tests.conftest import random_bilm
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat", "."], ["北京", "欢迎", "你"], ["a"],
@@ -185,3 +188,24 @@ def test_analyze_runs_on_int8_features(tmp_path, monkeypatch, capsys):
                  str(data), "--quiet", "--json", "--quantize", "int8"]) == 0
     assert seen == ["int8"]
     assert "average" in capsys.readouterr().out
+
+
+def test_task_run_evaluated_on_int8_features(tmp_path, capsys):
+    """`elmo task evaluate --quantize int8`: the run's model over an int8 biLM's features,
+    cached apart from the fp32 ones; close to the fp32 score on a model that learned."""
+    from tests.test_task_cli import task_args
+
+    model_dir = save_pretrained(random_bilm(seed=3), tmp_path / "bilm")
+    assert main(task_args("tagging", tmp_path, str(model_dir), epochs=6)) == 0
+    scores = {}
+    for mode in ("fp32", "int8"):
+        capsys.readouterr()
+        extra = [] if mode == "fp32" else ["--quantize", "int8"]
+        assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                     "--cache-dir", str(tmp_path / "cache"), "--json", "--quiet", *extra]) == 0
+        scores[mode] = json.loads(capsys.readouterr().out)["score"]
+    assert scores["fp32"] > 50 and abs(scores["int8"] - scores["fp32"]) <= 10
+    assert len({p.name for p in (tmp_path / "cache").rglob("*.hdf5")}) >= 2  # fp32 and int8
+    with pytest.raises(ElmoError, match="cannot be combined with --fine-tune"):
+        TaskConfig(task="tagging", train="t", dev="d", out="o", format="conll", elmo=str(model_dir),
+                   fine_tune=True, quantize="int8")

@@ -10,7 +10,7 @@ import sys
 from types import SimpleNamespace
 
 from elmo.atomic import claim_output
-from elmo.cli.common import DefaultsHelpFormatter, add_overwrite
+from elmo.cli.common import DefaultsHelpFormatter, add_overwrite, add_quantize
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
@@ -178,6 +178,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
                    "also exact_match)")
     _runtime_options(p)
+    add_quantize(p)
     p.set_defaults(run=run_evaluate)
 
 
@@ -193,6 +194,7 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
     p.add_argument("output", metavar="OUTPUT")
     add_overwrite(p)
     _runtime_options(p)
+    add_quantize(p)
     p.set_defaults(run=run_predict)
 
 
@@ -213,7 +215,8 @@ def _add_text(commands: argparse._SubParsersAction) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    return {"cache_dir": args.cache_dir, "device": args.device, "progress": not args.quiet}
+    return {"cache_dir": args.cache_dir, "device": args.device, "progress": not args.quiet,
+            "quantize": args.quantize}
 
 
 def run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -56,7 +56,8 @@ from elmo.training.prepare import check_out_dir
 RUN_FILES = ("config.json", "vocab.txt", "model.safetensors", "layer_weights.json",
              "metrics.jsonl", CHECKPOINT_NAME, "result.json")
 # options that may change when a run is resumed
-RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir")
+RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir",
+                     "quantize")
 
 
 @dataclass
@@ -108,6 +109,7 @@ class TaskConfig:
     hidden_dim: int = 128
     dropout: float = 0.3
     device: str | None = None
+    quantize: str | None = None  # "int8": the frozen biLM's features in int8 (CPU inference)
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -155,6 +157,9 @@ class TaskConfig:
                             "--train), not both or neither")
         if self.fine_tune and self.elmo is None:
             raise ElmoError("--fine-tune trains the biLM of --elmo; give a model, not none")
+        if self.fine_tune and self.quantize:
+            raise ElmoError(f"--quantize {self.quantize} is for a frozen biLM: it cannot be "
+                            "combined with --fine-tune")
         if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
             raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
                             "and --scheme iob1, iob2 or bioes")
@@ -222,7 +227,8 @@ class Run:
         self.kind = TASKS[config.task]
         self.label_index = {label: i for i, label in enumerate(labels)}
         self.device = resolve_device(config.device)
-        self.bilm = load_bilm(config.elmo, progress=config.progress) if config.elmo else None
+        self.bilm = load_bilm(config.elmo, progress=config.progress,
+                              quantize=config.quantize) if config.elmo else None
         elmo_dim = self.bilm.config.output_dim if self.bilm is not None else 0
         self.model_config = self.kind.model_config(**model_config or dict(
             vocab_size=len(vocab), embedding_dim=config.embedding_dim,
@@ -363,7 +369,7 @@ def compute_features(config: TaskConfig) -> None:
     if config.elmo is None or config.fine_tune:
         return
     train_all, dev, test, _ = read_splits(config)
-    bilm = load_bilm(config.elmo, progress=config.progress)
+    bilm = load_bilm(config.elmo, progress=config.progress, quantize=config.quantize)
     for examples in (train_all, dev, test or []):
         if examples:
             feature_store(bilm, examples, config).close()
