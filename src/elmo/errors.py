@@ -7,3 +7,10 @@ class ElmoError(Exception):
 
 class InputFileError(ElmoError, ValueError):
     """An input text file that cannot be read as asked (names the file and line)."""
+
+
+def raise_failed(checks: list[tuple[bool, str]], error: type[Exception] = ElmoError) -> None:
+    """Raise `error` naming every message whose condition is false; nothing if all hold."""
+    failed = [message for ok, message in checks if not ok]
+    if failed:
+        raise error("; ".join(failed))

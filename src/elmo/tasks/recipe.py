@@ -26,7 +26,7 @@ from tqdm import tqdm
 from elmo.atomic import atomic_write_text, output_lock
 from elmo.device import resolve_device
 from elmo.embed import Embedder
-from elmo.errors import ElmoError, InputFileError
+from elmo.errors import ElmoError, InputFileError, raise_failed
 from elmo.features import LayerStore, cached_layers, layer_rms
 from elmo.formats.native import is_native_dir
 from elmo.modules.bilm import BiLM
@@ -180,9 +180,7 @@ class TaskConfig:
             (self.min_updates >= 0, "--min-updates must be >= 0"),
             (self.max_answer_tokens >= 1, "--max-answer-tokens must be >= 1"),
         ]
-        errors = [message for ok, message in checks if not ok]
-        if errors:
-            raise ElmoError("; ".join(errors))
+        raise_failed(checks)
 
     def reader_options(self, labeled: bool = True) -> dict[str, Any]:
         """The reader's keyword options for `format` (no tag check when not `labeled`)."""

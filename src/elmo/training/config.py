@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elmo.config import check_fields
+from elmo.errors import raise_failed
 from elmo.modules.language_model import SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
 
@@ -109,9 +110,7 @@ class TrainConfig:
             (self.early_stopping_patience is None or self.valid is not None,
              "early stopping needs validation data (--valid)"),
         ]
-        errors = [message for ok, message in checks if not ok]
-        if errors:
-            raise ValueError("; ".join(errors))
+        raise_failed(checks, ValueError)
 
     @property
     def learning_rate(self) -> float:
