@@ -10,6 +10,7 @@ import torch
 
 from elmo import batch_to_ids
 from elmo.embed import Embedder
+from elmo.modules import onednn
 from elmo.modules.bilm import add_boundaries
 from tests.conftest import random_bilm
 
@@ -140,3 +141,29 @@ def test_batches_respect_the_budget_and_cover_every_sentence():
     for batch in batches:
         assert len(batch) <= 5
         assert len(batch) == 1 or len(batch) * (max(lengths[i] for i in batch) + 2) <= 60
+
+
+@pytest.mark.skipif(not onednn._kernel_works(), reason="this torch build has no oneDNN kernels")
+def test_onednn_inference_path_equals_the_default_kernels(monkeypatch):
+    """fp32 inference takes oneDNN's prepacked products, repacks after a weight changes, and
+    gives the numbers of torch's default kernels (ELMO_ONEDNN=0)."""
+    model = random_bilm(seed=27)
+    ids = batch_to_ids(_corpus(9, seed=6))
+    with torch.inference_mode():
+        fast = model(ids).layers
+    packed = model.lstm.layers[0].__dict__.get("_onednn_packed", {})
+    assert set(packed) == {"input0", "input1", "state0", "state1", "proj0", "proj1"}
+    assert "weight" in model.token_encoder.projection.__dict__["_onednn_packed"]
+    monkeypatch.setenv("ELMO_ONEDNN", "0")
+    with torch.inference_mode():
+        default = model(ids).layers
+    torch.testing.assert_close(fast, default, atol=1e-6, rtol=0)
+    with torch.no_grad():  # a changed weight must not be served from the old packed copy
+        model.lstm.layers[1].state_weight.mul_(0.5)
+        model.token_encoder.projection.weight.mul_(2.0)
+        changed_default = model(ids).layers
+    monkeypatch.delenv("ELMO_ONEDNN")
+    with torch.inference_mode():
+        changed_fast = model(ids).layers
+    assert not torch.allclose(changed_default, default, atol=1e-3)
+    torch.testing.assert_close(changed_fast, changed_default, atol=1e-6, rtol=0)

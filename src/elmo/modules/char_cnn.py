@@ -8,6 +8,7 @@ from torch import nn
 
 from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
+from elmo.modules import onednn
 
 N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
 # Fewer rows than this take other matmul and convolution kernels, whose last bits differ (CPU,
@@ -25,8 +26,8 @@ class Highway(nn.Module):
         self.gate = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.sigmoid(self.gate(x))
-        return t * F.relu(self.transform(x)) + (1.0 - t) * x
+        t = torch.sigmoid(onednn.linear(x, self.gate))
+        return t * F.relu(onednn.linear(x, self.transform)) + (1.0 - t) * x
 
 
 class CharCNNEncoder(nn.Module):
@@ -94,4 +95,4 @@ class CharCNNEncoder(nn.Module):
             x = highway(x)
         if self.word_embedding is not None:  # [word vector, char-CNN vector]
             x = torch.cat([self.word_embedding(ids[:, self.n_chars]), x], dim=-1)
-        return self.projection(x)[:n]  # (N, P)
+        return onednn.linear(x, self.projection)[:n]  # (N, P)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import BiLMConfig
+from elmo.modules import onednn
 from elmo.modules.quantize import Int8Matrices, check_inference
 
 # (h, c): h (D, B, P) projected output, c (D, B, C) memory cell.
@@ -76,6 +77,16 @@ class ProjectedLSTM(nn.Module):
         if self.int8 is not None:
             return self.int8[name](x, add, out)
         weight = getattr(self, f"{name}_weight")
+        if onednn.enabled_for(x):  # fp32 inference: one oneDNN product per direction
+            if out is None:
+                out = x.new_empty(*x.shape[:-1], weight.shape[-1])
+            for k in range(x.shape[0]):
+                product = onednn.packed_linear(x[k], self, f"{name}{k}", weight[k].t())
+                if add is None:
+                    out[k].copy_(product)
+                else:
+                    torch.add(add[k], product, out=out[k])
+            return out
         if add is None:
             return torch.bmm(x, weight, out=out)
         return torch.baddbmm(add, x, weight, out=out)

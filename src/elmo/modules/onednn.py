@@ -1,0 +1,67 @@
+"""fp32 inference products through oneDNN with prepacked weights (CPU).
+
+torch's default fp32 matmul on the CPU is MKL's, which on AMD processors runs its AVX2 code:
+on this project's 2-core AMD EPYC (AVX-512) it reaches about 210 GFLOP/s on 2048^3 and 120 on
+the LSTM's per-step (64 x 512 x 16,384) product, where oneDNN's inner product with the weight
+reordered once into its own blocked layout reaches about 470 on both (docs/speed.md,
+`benchmarks/fp32_kernels.py`). Its results are ordinary fp32 (another summation order), and a
+row's result does not depend on the other rows of its matrix.
+
+The reordered copy is made on first use without autograd and kept until the weight changes
+(its version counter or storage), so training, which records gradients, never uses it, and a
+model trained further in between is repacked. `ELMO_ONEDNN=0` turns the path off.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+_PACKED = "_onednn_packed"  # attribute of the owning module: {name: (weight key, packed)}
+
+
+@functools.cache
+def _kernel_works() -> bool:
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(torch.ones(8, 8))
+        torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8), packed, None, "none", [], "")
+    except (AttributeError, RuntimeError):  # an op missing from this build or platform
+        return False
+    return True
+
+
+def enabled_for(x: torch.Tensor) -> bool:
+    """Whether products with the input `x` take the oneDNN path: fp32 on the CPU, autograd
+    off, the kernels present and `ELMO_ONEDNN` not 0."""
+    return (not torch.is_grad_enabled() and x.device.type == "cpu"
+            and x.dtype == torch.float32 and os.environ.get("ELMO_ONEDNN", "1") != "0"
+            and _kernel_works())
+
+
+def packed_weight(owner: torch.nn.Module, name: str, weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (N, K) of `owner`, reordered by oneDNN; cached on `owner` until it changes."""
+    cache = owner.__dict__.setdefault(_PACKED, {})
+    key = (weight.data_ptr(), weight._version, tuple(weight.shape))
+    if name not in cache or cache[name][0] != key:
+        cache[name] = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach()))
+    return cache[name][1]
+
+
+def packed_linear(
+    x: torch.Tensor, owner: torch.nn.Module, name: str, weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """x (..., K) @ weight (N, K).T + bias (N,) -> (..., N), like `F.linear` (inference)."""
+    return torch.ops.mkldnn._linear_pointwise(
+        x, packed_weight(owner, name, weight), bias, "none", [], "")
+
+
+def linear(x: torch.Tensor, module: torch.nn.Module) -> torch.Tensor:
+    """`module(x)`, through oneDNN where it is an `nn.Linear` and `enabled_for(x)`."""
+    if isinstance(module, torch.nn.Linear) and enabled_for(x):
+        return packed_linear(x, module, "weight", module.weight, module.bias)
+    return module(x)
