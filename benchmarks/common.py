@@ -78,14 +78,20 @@ def training_flops_per_token(
     )
 
 
-def matmul_gflops(size: int = 2048, repeats: int = 10) -> float:
-    """Best fp32 GFLOP/s of a square matmul (this machine's compute-bound yardstick)."""
+def matmul_gflops(size: int = 2048, repeats: int = 10, kernel: str = "default") -> float:
+    """Best fp32 GFLOP/s of a square matmul: torch's default kernel (`torch.mm`, MKL on x86;
+    this machine's compute-bound yardstick), or "onednn", elmo's fp32 inference path."""
+    from elmo.modules import onednn
+
     a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
+    owner = torch.nn.Module()
+    product = (lambda: onednn.packed_linear(a, owner, "b", b)) if kernel == "onednn" else \
+        (lambda: a @ b)
+    product()
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        a @ b
+        product()
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best / 1e9
 

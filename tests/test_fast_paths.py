@@ -167,3 +167,15 @@ def test_onednn_inference_path_equals_the_default_kernels(monkeypatch):
         changed_fast = model(ids).layers
     assert not torch.allclose(changed_default, default, atol=1e-3)
     torch.testing.assert_close(changed_fast, changed_default, atol=1e-6, rtol=0)
+
+
+@pytest.mark.skipif(not onednn._kernel_works(), reason="this torch build has no oneDNN kernels")
+def test_onednn_path_takes_a_model_made_under_inference_mode():
+    """Inference tensors have no version counter; their packed copy is keyed without one."""
+    with torch.inference_mode():
+        model = random_bilm(seed=28)
+        ids = batch_to_ids(_corpus(4, seed=7))
+        fast = model(ids).layers
+    with torch.enable_grad():
+        plain = random_bilm(seed=28)(ids).layers.detach()
+    torch.testing.assert_close(fast, plain, atol=1e-6, rtol=0)

@@ -38,14 +38,25 @@ def mean_relative_errors(got: list[np.ndarray], expected: list[np.ndarray]) -> n
     return diff.mean(axis=(1, 2)) / size.mean(axis=(1, 2))
 
 
-def test_int8_matmul_is_the_product_of_the_dequantized_operands():
+def _packer(kernel: str):
+    """weight (K, N) or (D, K, N) int8 -> the `packed` argument of int8_matmul."""
+    if kernel == "int_mm":
+        return lambda w: None
+    if not quantize._u8s8_kernel_works():
+        pytest.skip("oneDNN's u8s8 kernel needs VNNI, which this CPU lacks")
+    return lambda w: [quantize._u8s8_pack(m) for m in w.view(-1, *w.shape[-2:])]
+
+
+@pytest.mark.parametrize("kernel", ["int_mm", "onednn"])
+def test_int8_matmul_is_the_product_of_the_dequantized_operands(kernel):
+    pack = _packer(kernel)
     torch.manual_seed(0)
     x, w, add = torch.randn(37, 70), torch.randn(70, 90), torch.randn(37, 90)
     w_int8, w_scale = quantize_columns(w)
     x_scale = x.abs().amax(1, keepdim=True) / 127
     x_int8 = torch.round(x / x_scale)
     expected = (x_int8.double() * x_scale) @ (w_int8.double() * w_scale) + add
-    got = int8_matmul(x, w_int8, w_scale, add)
+    got = int8_matmul(x, w_int8, w_scale, add, packed=pack(w_int8))
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
     assert (w_int8.abs() <= 127).all() and w_int8.dtype == torch.int8
     # ... and close to the fp32 product: each operand is rounded to 8 bits.
@@ -54,11 +65,13 @@ def test_int8_matmul_is_the_product_of_the_dequantized_operands():
     # Batched over a leading axis (the LSTM's directions), written into its addend.
     xs, ws = torch.stack([x, -2 * x]), torch.stack([w, w.flip(0)])
     ws_int8, ws_scale = quantize_columns(ws)
-    batched = int8_matmul(xs, ws_int8, ws_scale, add.expand(2, -1, -1).clone())
+    batched = int8_matmul(xs, ws_int8, ws_scale, add.expand(2, -1, -1).clone(),
+                          packed=pack(ws_int8))
     for k in range(2):
-        torch.testing.assert_close(batched[k], int8_matmul(xs[k], ws_int8[k], ws_scale[k], add))
+        torch.testing.assert_close(batched[k], int8_matmul(xs[k], ws_int8[k], ws_scale[k], add,
+                                                           packed=pack(ws_int8[k])))
     into = add.expand(2, -1, -1).clone()
-    assert int8_matmul(xs, ws_int8, ws_scale, into, out=into) is into
+    assert int8_matmul(xs, ws_int8, ws_scale, into, out=into, packed=pack(ws_int8)) is into
     torch.testing.assert_close(into, batched)
 
 
@@ -209,3 +222,17 @@ def test_task_run_evaluated_on_int8_features(tmp_path, capsys):
     with pytest.raises(ElmoError, match="cannot be combined with --fine-tune"):
         TaskConfig(task="tagging", train="t", dev="d", out="o", format="conll", elmo=str(model_dir),
                    fine_tune=True, quantize="int8")
+
+
+def test_int8_kernels_agree(monkeypatch):
+    """oneDNN's u8s8 kernel and torch._int_mm sum the same integers: the vectors differ only
+    by the order of the float rescaling."""
+    if not quantize._u8s8_kernel_works():
+        pytest.skip("oneDNN's u8s8 kernel needs VNNI, which this CPU lacks")
+    embedder = Embedder(random_bilm(seed=6), quantize="int8")
+    onednn = embedder.embed_sentences(SENTENCES)
+    assert "_u8s8" in embedder.model.lstm.layers[0].int8["state"].__dict__  # the path ran
+    monkeypatch.setenv("ELMO_ONEDNN", "0")
+    int_mm = Embedder(random_bilm(seed=6), quantize="int8").embed_sentences(SENTENCES)
+    for a, b in zip(onednn, int_mm, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)

@@ -1,15 +1,17 @@
 """fp32 inference products through oneDNN with prepacked weights (CPU).
 
-torch's default fp32 matmul on the CPU is MKL's, which on AMD processors runs its AVX2 code:
-on this project's 2-core AMD EPYC (AVX-512) it reaches about 210 GFLOP/s on 2048^3 and 120 on
-the LSTM's per-step (64 x 512 x 16,384) product, where oneDNN's inner product with the weight
-reordered once into its own blocked layout reaches about 470 on both (docs/speed.md,
-`benchmarks/fp32_kernels.py`). Its results are ordinary fp32 (another summation order), and a
-row's result does not depend on the other rows of its matrix.
+torch's default fp32 matmul on the CPU is MKL's. On this project's 2-core AMD EPYC (AVX-512)
+it reaches about 210 GFLOP/s on 2048^3 and 120 on the LSTM's per-step 64 x 512 x 16,384
+product, where oneDNN's inner product, with the weight reordered once into its own blocked
+layout, reaches about 470 on both (`benchmarks/int8_kernels.py`, docs/speed.md). Its results
+are ordinary fp32 in another summation order, and a row's result does not depend on the other
+rows of its matrix.
 
 The reordered copy is made on first use without autograd and kept until the weight changes
-(its version counter or storage), so training, which records gradients, never uses it, and a
-model trained further in between is repacked. `ELMO_ONEDNN=0` turns the path off.
+(its version counter or its storage), so training, which records gradients, never uses it, and
+a model trained further is repacked. A weight made under `torch.inference_mode` has no version
+counter: changed in place in that mode, it keeps its old copy. `ELMO_ONEDNN=0` turns the path
+off.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def enabled_for(x: torch.Tensor) -> bool:
 def packed_weight(owner: torch.nn.Module, name: str, weight: torch.Tensor) -> torch.Tensor:
     """`weight` (N, K) of `owner`, reordered by oneDNN; cached on `owner` until it changes."""
     cache = owner.__dict__.setdefault(_PACKED, {})
-    key = (weight.data_ptr(), weight._version, tuple(weight.shape))
+    # Inference tensors (made under `torch.inference_mode`) have no version counter.
+    version = None if weight.is_inference() else weight._version
+    key = (weight.data_ptr(), version, tuple(weight.shape))
     if name not in cache or cache[name][0] != key:
         cache[name] = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach()))
     return cache[name][1]

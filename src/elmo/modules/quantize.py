@@ -17,6 +17,7 @@ runs eagerly on the CPU several times slower than fp32 (it is fast only under to
 from __future__ import annotations
 
 import functools
+import os
 import platform
 
 import torch
@@ -72,21 +73,72 @@ def quantize_columns(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(weight / scale).to(torch.int8), scale.float()
 
 
+@functools.cache
+def _u8s8_kernel_works() -> bool:
+    """Whether oneDNN's u8 x s8 inner product runs here: it needs VNNI, without which x86
+    sums u8 x s8 pairs in saturating int16."""
+    if not torch.cpu._is_vnni_supported():
+        return False
+    try:
+        _u8s8_product(torch.ones(1, 8), _u8s8_pack(torch.ones(8, 8, dtype=torch.int8)),
+                      torch.ones(8))
+    except (AttributeError, RuntimeError):  # an op missing from this build
+        return False
+    return True
+
+
+def _u8s8_pack(weight: torch.Tensor) -> torch.Tensor:
+    """int8 weight (K, N) -> oneDNN's reordered copy."""
+    return torch.ops.onednn.qlinear_prepack(weight.t().contiguous(), None)
+
+
+_ONE, _SHIFT = torch.tensor(1.0), torch.tensor(128, dtype=torch.int32)
+
+
+def _u8s8_product(x_int8: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor
+                  ) -> torch.Tensor:
+    """int8-valued x (M, K) (any dtype) @ the packed int8 weight, times the column scales
+    (N,) -> fp32 (M, N). x is shifted to uint8 with zero point 128; the sums are exact."""
+    x_u8 = (x_int8 + 128).to(torch.uint8)
+    zero_points = torch.zeros(scale.numel(), dtype=torch.int32)
+    return torch.ops.onednn.qlinear_pointwise.tensor(
+        x_u8, _ONE, _SHIFT, packed, scale, zero_points, None, 1.0, 0, torch.float32, "none",
+        [], "")
+
+
 def int8_matmul(
     x: torch.Tensor,
     weight: torch.Tensor,
     scale: torch.Tensor,
     add: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    packed: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """x (M, K) or (D, M, K) fp32 @ int8 weight (K, N) or (D, K, N) with column scales
     (1, N) or (D, 1, N), plus `add` (broadcast to the result) -> fp32 (M, N) or (D, M, N).
 
-    Each row of x is quantized with its own scale. Written into `out` if given, which may be
-    `add` itself.
+    Each row of x is quantized with its own scale. With `packed` (the weights reordered by
+    `_u8s8_pack`, one per leading index), oneDNN's u8 x s8 kernel computes the product and
+    applies the column scales; otherwise `torch._int_mm`. Written into `out` if given, which
+    may be `add` itself.
     """
     row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-12).div_(INT8_MAX)  # (.., M, 1)
-    x_int8 = x.div(row_scale).round_().to(torch.int8)
+    x_int8 = x.div(row_scale).round_()
+    if packed is not None:
+        if out is None:
+            out = x.new_empty(*x.shape[:-1], weight.shape[-1])
+        batched = x.dim() == 3  # else one product, seen as a batch of one
+        for k, p in enumerate(packed):
+            x_k, r_k = (x_int8[k], row_scale[k]) if batched else (x_int8, row_scale)
+            out_k = out[k] if batched else out
+            product = _u8s8_product(x_k, p, scale[k].flatten() if batched else scale.flatten())
+            if add is None:
+                torch.mul(product, r_k, out=out_k)
+            else:
+                torch.addcmul(add[k] if batched and add.dim() == 3 else add, product, r_k,
+                              out=out_k)
+        return out
+    x_int8 = x_int8.to(torch.int8)
     if x.dim() == 2:
         product = torch._int_mm(x_int8, weight)  # (M, N) int32, exact
     else:  # one product per leading index (torch._int_mm is 2-D only)
@@ -98,6 +150,17 @@ def int8_matmul(
     if add is None:
         return torch.mul(product, scale, out=out)
     return torch.addcmul(add, product, scale, out=out)
+
+
+def u8s8_packed(module: nn.Module) -> list[torch.Tensor] | None:
+    """The oneDNN copies of `module.weight` (int8 (K, N) or (D, K, N)), made on first use and
+    kept on the module; None where that kernel does not run here (or `ELMO_ONEDNN=0`)."""
+    if os.environ.get("ELMO_ONEDNN", "1") == "0" or not _u8s8_kernel_works():
+        return None
+    if "_u8s8" not in module.__dict__:
+        weights = module.weight.view(-1, *module.weight.shape[-2:])
+        module.__dict__["_u8s8"] = [_u8s8_pack(w) for w in weights]
+    return module.__dict__["_u8s8"]
 
 
 class Int8Matrices(nn.Module):
@@ -113,7 +176,7 @@ class Int8Matrices(nn.Module):
         self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
-        return int8_matmul(x, self.weight, self.scale, add, out)
+        return int8_matmul(x, self.weight, self.scale, add, out, u8s8_packed(self))
 
 
 class Int8Linear(nn.Module):
@@ -132,7 +195,7 @@ class Int8Linear(nn.Module):
         """x (..., K) -> (..., N)."""
         check_inference()
         flat = x.reshape(-1, self.in_features).contiguous()
-        y = int8_matmul(flat, self.weight, self.scale, self.bias)
+        y = int8_matmul(flat, self.weight, self.scale, self.bias, packed=u8s8_packed(self))
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
