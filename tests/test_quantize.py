@@ -236,3 +236,13 @@ def test_int8_kernels_agree(monkeypatch):
     int_mm = Embedder(random_bilm(seed=6), quantize="int8").embed_sentences(SENTENCES)
     for a, b in zip(onednn, int_mm, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_saving_an_int8_model_is_refused_with_the_fix(tmp_path):
+    from elmo.formats import save_bilm_tf
+
+    model = random_bilm(seed=8).quantize_("int8")
+    for save in (save_pretrained, save_bilm_tf):
+        with pytest.raises(ElmoError, match="cannot be saved.*without quantize="):
+            save(model, tmp_path / save.__name__)
+        assert not (tmp_path / save.__name__).exists()

@@ -17,6 +17,7 @@ import torch
 from elmo.atomic import atomic_output, atomic_write_text
 from elmo.config import BiLMConfig
 from elmo.modules.bilm import BiLM
+from elmo.modules.quantize import check_savable
 
 
 class WeightsMismatchError(ValueError):
@@ -118,6 +119,7 @@ def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
 
 def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
     """Write `options.json` and `weights.hdf5` into out_dir, each atomically; return both."""
+    check_savable(model.quantization)
     options = model.config.to_options()  # refuses a model the format cannot hold, first
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from elmo.atomic import atomic_output
 from elmo.config import BiLMConfig
 from elmo.modules.bilm import BiLM
+from elmo.modules.quantize import check_savable
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -33,6 +34,7 @@ def save_pretrained(
     `extra_tensors` (e.g. a pretraining softmax under `softmax.*`) are stored beside the
     biLM's own; `dtype=torch.float16` halves the file (outputs then change by ~1e-3).
     """
+    check_savable(model.quantization)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}

@@ -60,6 +60,14 @@ def check_quantize(mode: str | None, device: torch.device | str = "cpu") -> None
                         "(without --quantize / quantize=)")
 
 
+def check_savable(quantization: str | None) -> None:
+    """Refuse to save a quantized biLM: its fp32 weights are gone."""
+    if quantization is not None:
+        raise ElmoError(f"an {quantization}-quantized biLM cannot be saved: its fp32 weights "
+                        "were dropped when it was quantized. Save the model loaded without "
+                        "quantize= (quantization is an option of loading)")
+
+
 def check_inference() -> None:
     """int8 modules have no gradient: refuse to run them where autograd records."""
     if torch.is_grad_enabled():
