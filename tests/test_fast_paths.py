@@ -147,6 +147,7 @@ def test_batches_respect_the_budget_and_cover_every_sentence():
 def test_onednn_inference_path_equals_the_default_kernels(monkeypatch):
     """fp32 inference takes oneDNN's prepacked products, repacks after a weight changes, and
     gives the numbers of torch's default kernels (ELMO_ONEDNN=0)."""
+    monkeypatch.setattr(onednn, "MIN_MULTIPLY_ADDS", 0)  # the tiny model's products are small
     model = random_bilm(seed=27)
     ids = batch_to_ids(_corpus(9, seed=6))
     with torch.inference_mode():
@@ -170,8 +171,9 @@ def test_onednn_inference_path_equals_the_default_kernels(monkeypatch):
 
 
 @pytest.mark.skipif(not onednn._kernel_works(), reason="this torch build has no oneDNN kernels")
-def test_onednn_path_takes_a_model_made_under_inference_mode():
+def test_onednn_path_takes_a_model_made_under_inference_mode(monkeypatch):
     """Inference tensors have no version counter; their packed copy is keyed without one."""
+    monkeypatch.setattr(onednn, "MIN_MULTIPLY_ADDS", 0)
     with torch.inference_mode():
         model = random_bilm(seed=28)
         ids = batch_to_ids(_corpus(4, seed=7))
@@ -179,3 +181,14 @@ def test_onednn_path_takes_a_model_made_under_inference_mode():
     with torch.enable_grad():
         plain = random_bilm(seed=28)(ids).layers.detach()
     torch.testing.assert_close(fast, plain, atol=1e-6, rtol=0)
+
+
+def test_small_products_keep_the_default_kernel():
+    """Below MIN_MULTIPLY_ADDS (a single row through a small matrix) oneDNN's call costs more."""
+    weight = torch.empty(128, 4096)
+    with torch.inference_mode():
+        assert not onednn.enabled_for(torch.empty(1, 128), weight)
+        assert onednn.enabled_for(torch.empty(2, 128), weight) == onednn._kernel_works()
+        assert onednn.enabled_for(torch.empty(2, 3, 128), weight.t()) == onednn._kernel_works()
+        assert not onednn.enabled_for(torch.empty(2, 1, 128), weight)  # (D, M, K): M = 1
+    assert not onednn.enabled_for(torch.empty(64, 128), weight)  # autograd on

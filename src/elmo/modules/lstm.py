@@ -77,7 +77,7 @@ class ProjectedLSTM(nn.Module):
         if self.int8 is not None:
             return self.int8[name](x, add, out)
         weight = getattr(self, f"{name}_weight")
-        if onednn.enabled_for(x):  # fp32 inference: one oneDNN product per direction
+        if onednn.enabled_for(x, weight):  # fp32 inference: one oneDNN product per direction
             if out is None:
                 out = x.new_empty(*x.shape[:-1], weight.shape[-1])
             for k in range(x.shape[0]):
