@@ -36,14 +36,11 @@ with the same `--work-dir`:
     python benchmarks/tasks.py --full --jobs 2 --work-dir runs/bench-tasks-full
     python benchmarks/tasks.py --full --device cuda --jobs 4 --work-dir ...   # an accelerator
 
-Estimates from one-epoch slices timed on 2026-11-24 while the machine was shared (provisional):
-the SQuAD row alone takes about 1-1.5 hours with `--jobs 2` (a 2,000-question epoch: about 2
-minutes for the model alone, twice that with ELMo at the input and output). `--full` on this
-2-core CPU needs far more than 4 hours: one epoch of SICK takes 20-50 s, of CoNLL or EWT about
-2-3 minutes, of MSRA (10,000 sentences of ~46 characters) and SQuAD (7,628 questions) about 5-6
-minutes, so with about 10 epochs a run, 8 runs a task, roughly 7-14 hours with `--jobs 2`; run
-it on an accelerator (`--device cuda`), or lower `--epochs` / `--patience`, or split it with
-`--tasks` over several sessions (the work directory keeps finished runs).
+Measured on 2026-11-24 (alone, `--jobs 2`): CoNLL-2003, EWT, SST-5 and SICK, 32 runs, took 94
+minutes (CoNLL and EWT runs 6-13 minutes each, SST-5 1-2, SICK 1.5-5). MSRA (10,000 sentences
+of ~46 characters) and SQuAD (7,628 questions with their paragraphs) are several times slower
+per run; split the table with `--tasks` over several sessions (the work directory keeps
+finished runs and resumes a stopped one at its last epoch).
 
 Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
 `--work-dir`: run again with the same one to resume.
