@@ -8,12 +8,13 @@ Each candidate gets fp32 input and must return fp32 output (activation quantizat
 - fp32: `torch.mm` (MKL), the yardstick;
 - onednn fp32: elmo's fp32 inference path (`elmo.modules.onednn`): oneDNN's inner product
   with the weight reordered once;
-- int_mm: elmo's path (`elmo.modules.quantize.int8_matmul`): per-row dynamic activation
-  scales, per-column int8 weights, `torch._int_mm`;
+- int_mm: elmo's path elsewhere (`elmo.modules.quantize.int8_matmul`): per-row dynamic
+  activation scales, per-column int8 weights, `torch._int_mm`;
 - fbgemm: `torch.ops.quantized.linear_dynamic` (per-tensor activation scale; its weights need
   the deprecated `torch.qint8` dtype);
-- onednn u8s8: `torch.ops.onednn.qlinear_pointwise` over rows quantized with their own
-  scales (shifted to uint8, zero point 128), the row scales applied to its fp32 output;
+- onednn u8s8: elmo's int8 path where the CPU has VNNI (`int8_matmul` with `packed`):
+  `torch.ops.onednn.qlinear_pointwise` over rows quantized with their own scales (shifted to
+  uint8, zero point 128), the row scales applied to its fp32 output;
 - int8pack: `torch._weight_int8pack_mm` (weight-only int8, fp32 activations);
 - torchao: `Int8DynamicActivationInt8WeightConfig` applied to an `nn.Linear`, eager (only if
   torchao is importable).
@@ -34,8 +35,8 @@ from pathlib import Path
 import torch
 from common import RESULTS
 
-from elmo.modules import onednn
-from elmo.modules.quantize import INT8_MAX, int8_matmul, quantize_columns
+from elmo.modules import onednn, quantize
+from elmo.modules.quantize import int8_matmul, quantize_columns
 
 SHAPES = {"state M=32": (32, 512, 16384), "state M=64": (64, 512, 16384),
           "projection": (64, 4096, 512), "input chunk": (512, 512, 16384),
@@ -68,19 +69,9 @@ def candidates(m: int, k: int, n: int) -> dict[str, Callable[[], object]]:
     owner = torch.nn.Module()
     w_t = w.t().contiguous()
     found["onednn fp32"] = lambda: onednn.packed_linear(x, owner, "w", w_t)
-    q_packed = torch.ops.onednn.qlinear_prepack(w_int8.t().contiguous(), [m, k])
-    col_scale, zero_points = w_scale.flatten(), torch.zeros(n, dtype=torch.int32)
-    one, shift = torch.tensor(1.0), torch.tensor(128, dtype=torch.int32)
-
-    def onednn_u8s8() -> torch.Tensor:
-        row_scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(INT8_MAX)
-        x_u8 = x.div(row_scale).round_().add_(128).to(torch.uint8)
-        y = torch.ops.onednn.qlinear_pointwise.tensor(
-            x_u8, one, shift, q_packed, col_scale, zero_points, None, 1.0, 0, torch.float32,
-            "none", [], "")
-        return y.mul_(row_scale)
-
-    found["onednn u8s8"] = onednn_u8s8
+    if quantize._u8s8_kernel_works():
+        u8s8 = [quantize._u8s8_pack(w_int8)]
+        found["onednn u8s8"] = lambda: int8_matmul(x, w_int8, w_scale, packed=u8s8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.qint8 tensors are deprecated in 2.13
         qw = torch.quantize_per_channel(w.t().contiguous(), w_scale.flatten().double(),

@@ -42,6 +42,11 @@ def _kernel_works() -> bool:
 MIN_MULTIPLY_ADDS = 2**20
 
 
+def switched_on() -> bool:
+    """Whether oneDNN's kernels may be used: `ELMO_ONEDNN` is not 0 (fp32 and int8 paths)."""
+    return os.environ.get("ELMO_ONEDNN", "1") != "0"
+
+
 def enabled_for(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether x (..., M, K) @ a weight of K x N (either layout; leading axes are separate
     products) takes the oneDNN path: fp32 on the CPU, autograd off, at least
@@ -49,8 +54,7 @@ def enabled_for(x: torch.Tensor, weight: torch.Tensor) -> bool:
     rows = x.shape[-2] if x.dim() == 3 else x.numel() // max(x.shape[-1], 1)
     return (not torch.is_grad_enabled() and x.device.type == "cpu"
             and rows * weight.shape[-1] * weight.shape[-2] >= MIN_MULTIPLY_ADDS
-            and x.dtype == torch.float32 and os.environ.get("ELMO_ONEDNN", "1") != "0"
-            and _kernel_works())
+            and x.dtype == torch.float32 and switched_on() and _kernel_works())
 
 
 def packed_weight(owner: torch.nn.Module, name: str, weight: torch.Tensor) -> torch.Tensor:

@@ -17,13 +17,13 @@ runs eagerly on the CPU several times slower than fp32 (it is fast only under to
 from __future__ import annotations
 
 import functools
-import os
 import platform
 
 import torch
 from torch import nn
 
 from elmo.errors import ElmoError
+from elmo.modules import onednn
 
 QUANTIZE_MODES = ("int8",)
 INT8_MAX = 127.0
@@ -103,15 +103,20 @@ def _u8s8_pack(weight: torch.Tensor) -> torch.Tensor:
 _ONE, _SHIFT = torch.tensor(1.0), torch.tensor(128, dtype=torch.int32)
 
 
+@functools.cache
+def _zero_points(n: int) -> torch.Tensor:
+    """The N weight zero points of a symmetric quantization (made once per N, read-only)."""
+    return torch.zeros(n, dtype=torch.int32)
+
+
 def _u8s8_product(x_int8: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor
                   ) -> torch.Tensor:
     """int8-valued x (M, K) (any dtype) @ the packed int8 weight, times the column scales
     (N,) -> fp32 (M, N). x is shifted to uint8 with zero point 128; the sums are exact."""
     x_u8 = (x_int8 + 128).to(torch.uint8)
-    zero_points = torch.zeros(scale.numel(), dtype=torch.int32)
     return torch.ops.onednn.qlinear_pointwise.tensor(
-        x_u8, _ONE, _SHIFT, packed, scale, zero_points, None, 1.0, 0, torch.float32, "none",
-        [], "")
+        x_u8, _ONE, _SHIFT, packed, scale, _zero_points(scale.numel()), None, 1.0, 0,
+        torch.float32, "none", [], "")
 
 
 def int8_matmul(
@@ -163,7 +168,7 @@ def int8_matmul(
 def u8s8_packed(module: nn.Module) -> list[torch.Tensor] | None:
     """The oneDNN copies of `module.weight` (int8 (K, N) or (D, K, N)), made on first use and
     kept on the module; None where that kernel does not run here (or `ELMO_ONEDNN=0`)."""
-    if os.environ.get("ELMO_ONEDNN", "1") == "0" or not _u8s8_kernel_works():
+    if not onednn.switched_on() or not _u8s8_kernel_works():
         return None
     if "_u8s8" not in module.__dict__:
         weights = module.weight.view(-1, *module.weight.shape[-2:])
