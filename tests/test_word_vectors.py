@@ -12,6 +12,7 @@ from torch import nn
 
 from elmo.cli import main
 from elmo.errors import InputFileError
+from elmo.tasks.encoder import UNK, EncoderConfig, WordEncoder
 from elmo.tasks.word_vectors import load_word_vectors, read_word_vectors, vector_dim
 from tests.conftest import write_text
 from tests.test_task_cli import classification_file
@@ -114,6 +115,14 @@ def test_word_vectors_train_unless_frozen(tmp_path):
     vocab = (tmp_path / "run" / "vocab.txt").read_text(encoding="utf-8").split("\n")
     weights = load_file(str(tmp_path / "run" / "model.safetensors"))["task.encoder.embed.weight"]
     assert weights[vocab.index("good")].tolist() != [0.5, -1, 2]
+    assert vocab[UNK] == "<unk>" and weights[UNK].abs().sum() == 0  # never trained, never random
+
+
+def test_unknown_words_start_at_zero():
+    torch.manual_seed(0)
+    encoder = WordEncoder(EncoderConfig(vocab_size=50, embedding_dim=4, hidden_dim=3))
+    assert encoder.embed.weight[UNK].abs().sum() == 0
+    assert encoder.embed.weight[2:].abs().sum(1).min() > 0  # the other words are random
 
 
 def test_word_vector_options_are_checked(tmp_path, capsys):
