@@ -36,8 +36,8 @@ with the same `--work-dir`:
     python benchmarks/tasks.py --full --jobs 2 --work-dir runs/bench-tasks-full
     python benchmarks/tasks.py --full --device cuda --jobs 4 --work-dir ...   # an accelerator
 
-Measured on 2026-11-24 (alone, `--jobs 2`): CoNLL-2003, EWT, SST-5 and SICK, 32 runs, took 94
-minutes (CoNLL and EWT runs 6-13 minutes each, SST-5 1-2, SICK 1.5-5). MSRA (10,000 sentences
+Measured on 2026-11-24 (alone, `--jobs 2`): CoNLL-2003, EWT, SST-5 and SICK, 32 runs, took 96
+minutes (CoNLL and EWT runs 6-13 minutes each, SST-5 1-2.5, SICK 1-4.5). MSRA (10,000 sentences
 of ~46 characters) and SQuAD (7,628 questions with their paragraphs) are several times slower
 per run; split the table with `--tasks` over several sessions (the work directory keeps
 finished runs and resumes a stopped one at its last epoch).
