@@ -69,8 +69,10 @@ def candidates(m: int, k: int, n: int) -> dict[str, Callable[[], object]]:
     owner = torch.nn.Module()
     w_t = w.t().contiguous()
     found["onednn fp32"] = lambda: onednn.packed_linear(x, owner, "w", w_t)
-    if quantize._u8s8_kernel_works():
-        u8s8 = [quantize._u8s8_pack(w_int8)]
+    int8_owner = torch.nn.Module()
+    int8_owner.register_buffer("weight", w_int8)
+    u8s8 = quantize.u8s8_packed(int8_owner)  # None where elmo's int8 path does not use it
+    if u8s8 is not None:
         found["onednn u8s8"] = lambda: int8_matmul(x, w_int8, w_scale, packed=u8s8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.qint8 tensors are deprecated in 2.13
