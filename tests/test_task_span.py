@@ -186,6 +186,19 @@ def test_span_model_overfits_a_tiny_set(elmo_at):
     assert loss.item() < 0.1
 
 
+def test_a_questions_scores_do_not_depend_on_its_batch():
+    torch.manual_seed(0)
+    word_ids, mask, elmo = span_batch(2)
+    model = SpanModel(SpanConfig(vocab_size=20, embedding_dim=8, hidden_dim=12,
+                                 elmo_input_dim=6, elmo_output_dim=6)).eval()
+    with torch.no_grad():
+        together = model(word_ids, mask, elmo, elmo)  # (4, 2, 8)
+        for i, n in enumerate([7, 5, 6, 3]):  # each question with its passage alone
+            rows = [i, 4 + i]
+            alone = model(word_ids[rows, :n], mask[rows, :n], elmo[rows, :n], elmo[rows, :n])
+            torch.testing.assert_close(alone[0], together[i, :, :1 + n])
+
+
 def test_best_span_respects_order_and_length():
     model = SpanModel(SpanConfig(vocab_size=5, max_answer_tokens=2))
     scores = torch.full((1, 2, 6), -5.0)
