@@ -103,30 +103,57 @@ def test_index_search_equals_brute_force_over_embedded_corpus(tmp_path, corpus):
     index.close()
 
 
-def test_index_is_reused_rebuilt_for_new_content_and_atomic(tmp_path, corpus, monkeypatch):
+def test_index_is_reused_and_rebuilt_for_new_content(tmp_path, corpus, monkeypatch):
     embedder = Embedder(random_bilm(seed=2))
     directory = tmp_path / "idx"
     first = NeighbourIndex.open_or_build(embedder, corpus, 2, directory, progress=False)
     first.close()
     calls = []
-    monkeypatch.setattr(nb, "_write_index", lambda *a: calls.append(a))
+    monkeypatch.setattr(nb, "_build_index", lambda *a: calls.append(a))
     NeighbourIndex.open_or_build(embedder, corpus, 2, directory, progress=False).close()
     assert calls == [] and len(list(directory.iterdir())) == 1  # same model + corpus: reused
     monkeypatch.undo()
-
-    def dying(*args, **kwargs):
-        yield from ()
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(nb, "embed_items", dying)
     corpus.write_text("a different corpus\n", encoding="utf-8")
-    with pytest.raises(KeyboardInterrupt):
-        NeighbourIndex.open_or_build(embedder, corpus, 2, directory, progress=False)
-    assert len(list(directory.iterdir())) == 1  # nothing half-written left behind
-    monkeypatch.undo()
     second = NeighbourIndex.open_or_build(embedder, corpus, 2, directory, progress=False)
     assert len(second) == 3 and len(list(directory.iterdir())) == 2
     second.close()
+
+
+def test_a_killed_build_resumes_after_its_last_segment(tmp_path, corpus, monkeypatch, capsys):
+    embedder = Embedder(random_bilm(seed=2))
+    whole = NeighbourIndex.open_or_build(embedder, corpus, 1, tmp_path / "whole", "float32",
+                                         progress=False)
+    monkeypatch.setattr(nb, "SEGMENT_LINES", 2)
+    embed_items, embedded = nb.embed_items, []
+
+    def dying_after(n):
+        def items(embedder, lines, *args):
+            for line, layers in embed_items(embedder, lines, *args):
+                if len(embedded) == n:
+                    raise KeyboardInterrupt
+                embedded.append(line.number)
+                yield line, layers
+        return items
+
+    directory = tmp_path / "idx"
+    monkeypatch.setattr(nb, "embed_items", dying_after(4))  # killed in its third segment
+    with pytest.raises(KeyboardInterrupt):
+        NeighbourIndex.open_or_build(embedder, corpus, 1, directory, "float32")
+    assert [p.suffix for p in directory.iterdir()] == [".partial"]  # no index file yet
+    embedded.clear()
+    monkeypatch.setattr(nb, "embed_items", dying_after(-1))  # never killed
+    resumed = NeighbourIndex.open_or_build(embedder, corpus, 1, directory, "float32")
+    assert "resuming" in capsys.readouterr().err
+    lines = [n for n, text in enumerate(CORPUS) if text.split()]
+    assert embedded == lines[4:]  # two segments of two lines were kept
+    assert [p.suffix for p in directory.iterdir()] == [".hdf5"]
+    for name in ("line", "position"):
+        np.testing.assert_array_equal(resumed.file[name][...], whole.file[name][...])
+    for name in ("vectors", "static"):  # batched differently: equal up to float rounding
+        np.testing.assert_allclose(resumed.file[name][...], whole.file[name][...], atol=1e-6)
+    assert resumed.words == whole.words
+    resumed.close()
+    whole.close()
 
 
 def test_bad_inputs(tmp_path, corpus):

@@ -60,7 +60,7 @@ class PartialOutput:
 
     `done`: the first line not yet saved (the end of the segments that follow on from
     `start`); `save(start, datasets)` adds a segment; `assemble(out)` copies every dataset,
-    in order, into the final file `out`.
+    in order, into the final file `out`; `concatenate(out)` joins each dataset's parts.
     """
 
     def __init__(self, path: Path, identity: dict[str, str], start: int = 0) -> None:
@@ -122,6 +122,20 @@ class PartialOutput:
                     if f[name].shape[-2] == 0:
                         empty.append(name)
         return empty
+
+    def concatenate(self, out: h5py.File, chunk_rows: int) -> None:
+        """Write each saved dataset into `out` as one, the segments' parts joined along the
+        first axis in order (stored in chunks of `chunk_rows` rows)."""
+        for segment in self.segments:
+            with h5py.File(segment, "r") as f:
+                for name, part in f.items():
+                    if name not in out:
+                        rest = part.shape[1:]
+                        out.create_dataset(name, (0, *rest), part.dtype, maxshape=(None, *rest),
+                                           chunks=(chunk_rows, *rest))
+                    whole = out[name]
+                    whole.resize(whole.shape[0] + len(part), axis=0)
+                    whole[-len(part):] = part[...]
 
     @contextmanager
     def final(self, output: Path) -> Iterator[h5py.File]:

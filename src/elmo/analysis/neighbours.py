@@ -2,14 +2,18 @@
 
 A corpus (one tokenized sentence per line) is indexed once: one layer's vector of every token,
 unit length, in an HDF5 file named by the model's weights, the corpus content, the layer and
-the storage type, written atomically. Search is exact cosine: chunked matrix products over the
-whole index, keeping the best k. Static neighbours compare layer 0 (the char-CNN vector, the
-same in every context) against the corpus's distinct words.
+the storage type. It is built in segments of lines saved as they are embedded (a killed build
+resumes after its last one) and joined into the index file at the end, written atomically.
+Search is exact cosine: chunked matrix products over the whole index, keeping the best k.
+Static neighbours compare layer 0 (the char-CNN vector, the same in every context) against the
+corpus's distinct words.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +22,11 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.atomic import atomic_output
-from elmo.embed import Embedder, read_lines
+from elmo.atomic import output_lock
+from elmo.embed import Embedder, InputLine, read_lines
 from elmo.errors import ElmoError
 from elmo.features import default_cache_dir
+from elmo.hdf5_output import PartialOutput
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.textfile import scan_input
 
@@ -30,6 +35,7 @@ from .embedding import embed_items
 INDEX_VERSION = "1"
 INDEX_DTYPES = ("float16", "float32")
 CHUNK_ROWS = 65536
+SEGMENT_LINES = 2048  # corpus lines per saved segment of a build
 
 
 def default_index_dir() -> Path:
@@ -142,9 +148,10 @@ class NeighbourIndex:
             f"elmo-neighbours {INDEX_VERSION} {layer} {dtype} {model_identity(embedder.model)} "
             f"{scan_input(corpus)[1]}".encode()).hexdigest()[:32]
         path = Path(index_dir if index_dir is not None else default_index_dir()) / f"{key}.hdf5"
-        if not path.exists():
-            with atomic_output(path) as tmp:
-                _write_index(tmp, embedder, corpus, layer, dtype, progress)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with output_lock(path, wait=True):  # a build of the same index by another process
+            if not path.exists():
+                _build_index(path, embedder, corpus, layer, dtype, progress)
         return cls(path)
 
     def nearest_occurrences(self, query: np.ndarray, k: int) -> list[Occurrence]:
@@ -169,41 +176,42 @@ def _lines_of(corpus: Path, wanted: set[int]) -> Iterator[tuple[int, list[str]]]
             yield line.number, line.tokens
 
 
-def _write_index(
+def _build_index(
     path: Path, embedder: Embedder, corpus: Path, layer: int, dtype: str, progress: bool
 ) -> None:
-    dim = embedder.model.config.output_dim
-    words: dict[str, None] = {}
-    with h5py.File(path, "w") as out:
-        columns = {
-            "vectors": out.create_dataset("vectors", (0, dim), dtype=dtype, chunks=(4096, dim),
-                                          maxshape=(None, dim)),
-            "line": out.create_dataset("line", (0,), dtype="int64", maxshape=(None,)),
-            "position": out.create_dataset("position", (0,), dtype="int32", maxshape=(None,)),
-        }
-        buffer: dict[str, list[np.ndarray]] = {name: [] for name in columns}
-
-        def flush() -> None:
-            for name, dataset in columns.items():
-                if buffer[name]:
-                    block = np.concatenate(buffer[name])
-                    dataset.resize(dataset.shape[0] + len(block), axis=0)
-                    dataset[-len(block):] = block
-                    buffer[name].clear()
-
-        for line, layers in embed_items(embedder, read_lines(corpus), lambda ln: ln.tokens,
-                                        f"indexing {corpus.name}", progress):
-            n = len(line.tokens)
-            buffer["vectors"].append(unit_rows(layers[layer]).astype(dtype))
-            buffer["line"].append(np.full(n, line.number, dtype=np.int64))
-            buffer["position"].append(np.arange(n, dtype=np.int32))
-            words.update(dict.fromkeys(line.tokens))
-            if len(buffer["line"]) >= 1024:
-                flush()
-        flush()
-        if columns["vectors"].shape[0] == 0:
-            raise ElmoError(f"{corpus}: no tokens to index (empty file?)")
-        vocabulary = list(words)
+    """Embed `corpus` into PATH.partial, SEGMENT_LINES lines per segment, resuming after the
+    segments a killed build saved; then write the index file `path` from them."""
+    partial = PartialOutput(path.with_name(path.name + ".partial"), {"index": path.stem})
+    if progress and partial.done:
+        print(f"elmo: resuming {partial.path} at line {partial.done + 1}", file=sys.stderr)
+    lines = (line for line in read_lines(corpus) if line.number >= partial.done)
+    part: list[tuple[InputLine, np.ndarray]] = []  # (line, its unit vectors) not yet saved
+    for line, layers in embed_items(embedder, lines, lambda ln: ln.tokens,
+                                    f"indexing {corpus.name}", progress):
+        part.append((line, unit_rows(layers[layer]).astype(dtype)))
+        if len(part) == SEGMENT_LINES:
+            _save_segment(partial, part)
+            part = []
+    _save_segment(partial, part)
+    vocabulary = list(dict.fromkeys(t for line in read_lines(corpus) for t in line.tokens))
+    if not vocabulary:
+        shutil.rmtree(partial.path)
+        raise ElmoError(f"{corpus}: no tokens to index (empty file?)")
+    with partial.final(path) as out:
+        partial.concatenate(out, chunk_rows=4096)  # vectors (N, D), line and position (N,)
         out.create_dataset("words", data=vocabulary, dtype=h5py.string_dtype("utf-8"))
         out.create_dataset("static", data=unit_rows(static_vectors(embedder.model, vocabulary)))
         out.attrs.update({"layer": layer, "corpus": str(corpus.resolve()), "dtype": dtype})
+
+
+def _save_segment(partial: PartialOutput, part: list[tuple[InputLine, np.ndarray]]) -> None:
+    """One segment of `part`'s lines: their tokens' vectors, line numbers and positions."""
+    if not part:
+        return
+    partial.save(part[-1][0].number + 1, [
+        ("vectors", np.concatenate([vectors for _, vectors in part])),
+        ("line", np.concatenate([np.full(len(line.tokens), line.number, dtype=np.int64)
+                                 for line, _ in part])),
+        ("position", np.concatenate([np.arange(len(line.tokens), dtype=np.int32)
+                                     for line, _ in part])),
+    ])
