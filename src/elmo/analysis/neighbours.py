@@ -144,14 +144,15 @@ class NeighbourIndex:
         top = embedder.model.num_layers - 1
         if not 0 <= layer <= top:
             raise ElmoError(f"layer {layer}: the model has layers 0..{top}")
+        n_lines, digest = scan_input(corpus)
         key = hashlib.sha256(
             f"elmo-neighbours {INDEX_VERSION} {layer} {dtype} {model_identity(embedder.model)} "
-            f"{scan_input(corpus)[1]}".encode()).hexdigest()[:32]
+            f"{digest}".encode()).hexdigest()[:32]
         path = Path(index_dir if index_dir is not None else default_index_dir()) / f"{key}.hdf5"
         path.parent.mkdir(parents=True, exist_ok=True)
         with output_lock(path, wait=True):  # a build of the same index by another process
             if not path.exists():
-                _build_index(path, embedder, corpus, layer, dtype, progress)
+                _build_index(path, embedder, corpus, n_lines, layer, dtype, progress)
         return cls(path)
 
     def nearest_occurrences(self, query: np.ndarray, k: int) -> list[Occurrence]:
@@ -177,14 +178,15 @@ def _lines_of(corpus: Path, wanted: set[int]) -> Iterator[tuple[int, list[str]]]
 
 
 def _build_index(
-    path: Path, embedder: Embedder, corpus: Path, layer: int, dtype: str, progress: bool
+    path: Path, embedder: Embedder, corpus: Path, n_lines: int, layer: int, dtype: str,
+    progress: bool,
 ) -> None:
-    """Embed `corpus` into PATH.partial, SEGMENT_LINES lines per segment, resuming after the
-    segments a killed build saved; then write the index file `path` from them."""
+    """Embed `corpus` (of `n_lines` lines) into PATH.partial, SEGMENT_LINES lines per segment,
+    resuming after the segments a killed build saved; then write the index file `path`."""
     partial = PartialOutput(path.with_name(path.name + ".partial"), {"index": path.stem})
     if progress and partial.done:
         print(f"elmo: resuming {partial.path} at line {partial.done + 1}", file=sys.stderr)
-    lines = (line for line in read_lines(corpus) if line.number >= partial.done)
+    lines = read_lines(corpus, numbers=range(partial.done, n_lines))  # the lines not saved
     part: list[tuple[InputLine, np.ndarray]] = []  # (line, its unit vectors) not yet saved
     for line, layers in embed_items(embedder, lines, lambda ln: ln.tokens,
                                     f"indexing {corpus.name}", progress):
