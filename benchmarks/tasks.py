@@ -42,7 +42,8 @@ minutes (CoNLL and EWT runs 6-13 minutes each, SST-5 1-2.5, SICK 1-4.5). MSRA (1
 of ~46 characters) and SQuAD (7,628 questions with their paragraphs) are several times slower
 per run; split the table with `--tasks` over several sessions (the work directory keeps
 finished runs and resumes a stopped one at its last epoch). Runs go seed by seed (every column
-of seed 0 first), so a table stopped partway has whole rows of its first seeds.
+of seed 0 first, the longest first within a seed), so a table stopped partway has whole rows
+of its first seeds.
 
 Prints the table and writes benchmarks/results/tasks.json. Runs (and the feature cache) live in
 `--work-dir`: run again with the same one to resume.
@@ -303,9 +304,11 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
     """Every cell over `--seeds` seeds, `--jobs` runs at a time; rows of the table."""
     torch.set_num_threads(args.threads * args.jobs)  # the machine is ours until the runs start
     skipped, cells = plan(tasks, args, work)
-    # seed-major: a table stopped halfway has every cell of its first seeds
+    # seed-major: a table stopped halfway has every cell of its first seeds; within a seed the
+    # cells go in reverse (the slow tasks and the heavy columns are listed last), so the pool
+    # starts the long runs first and ends on short ones
     jobs = [((task, column, seed), cell_config(task, column, model, files, seed, args, work))
-            for seed in range(args.seeds) for task, column, model, files in cells]
+            for seed in range(args.seeds) for task, column, model, files in reversed(cells)]
     print(f"{len(jobs)} task runs, {args.jobs} at a time", flush=True)
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     for i, result in train_tasks([config for _, config in jobs], args.jobs, args.threads):
