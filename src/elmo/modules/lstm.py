@@ -44,8 +44,9 @@ class ProjectedLSTM(nn.Module):
         super().__init__()
         self.cell_dim, self.proj_dim = cell_dim, proj_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
-        # Input-to-gate products are computed for as many time steps at once as fit this buffer.
-        self.gate_buffer_bytes = 64 * 2**20
+        # Input-to-gate products are computed for as many time steps at once as fit this
+        # buffer, small enough to stay in a CPU core's cache until the steps read it.
+        self.gate_buffer_bytes = 4 * 2**20
         d = n_directions
         self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
@@ -131,16 +132,22 @@ class ProjectedLSTM(nn.Module):
         # tensor would make autograd zero-fill a tensor of that size for every step.
         outputs: list[torch.Tensor] = []  # per step (D, B, P)
         for start in range(0, steps, time_chunk):
-            # Input-to-gate products of a chunk of time steps in one matmul.
-            x_chunk = x[:, start : min(start + time_chunk, steps)]
-            rows = x_chunk.shape[1] * b
+            # Input-to-gate products of a chunk of time steps in one matmul, over the rows
+            # still running at each step only: padding never enters a product.
+            sizes = list(batch_sizes[start : start + time_chunk])
+            x_chunk = x[:, start : start + len(sizes)]  # (D, chunk, B, I)
+            if sizes[-1] == b:  # every row runs through the chunk
+                x_rows = x_chunk.reshape(d, len(sizes) * b, -1)
+            else:  # step after step, the first sizes[t] rows of step t
+                x_rows = torch.cat([x_t[:, :n] for x_t, n in zip(x_chunk.unbind(1), sizes,
+                                                                  strict=True)], dim=1)
+            rows = x_rows.shape[1]  # sum(sizes)
             out = buffer[: d * rows * gates_width].view(d, rows, -1) if inference else None
-            x_gates = self._product("input", x_chunk.reshape(d, rows, -1), bias, out)
-            x_gates = x_gates.view(d, x_chunk.shape[1], b, -1)  # (D, chunk, B, 4C)
-            for step, (x_t, n) in enumerate(zip(x_gates.unbind(1), batch_sizes[start:],
-                                                strict=False), start):
+            x_gates = self._product("input", x_rows, bias, out)  # (D, rows, 4C)
+            for step, (x_t, n) in enumerate(zip(x_gates.split(sizes, dim=1), sizes,
+                                                strict=True), start):  # x_t (D, n, 4C)
                 if n < b:  # rows n.. have ended: step only the first n
-                    x_t, h_run, c_run = x_t[:, :n], h[:, :n], c[:, :n]
+                    h_run, c_run = h[:, :n], c[:, :n]
                 else:
                     h_run, c_run = h, c
                 if zero_start and step == 0:  # (D, n, 4C): h and c are zero
