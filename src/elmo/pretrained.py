@@ -146,23 +146,22 @@ def model_format(model: str | Path | None) -> str:
     if model_directory(model) is not None:
         return "native"
     path = Path(str(model))
-    if str(model) in EFML_RELEASES or (path.exists() and is_efml_dir(path)):
-        return "efml"
-    return "bilm-tf"
+    if path.exists():
+        return "efml" if is_efml_dir(path) else "bilm-tf"
+    return "bilm-tf" if str(model) in RELEASED_MODELS else "efml"  # a released name
 
 
 def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:
     """The files of `model` (see the module docstring), downloading a released model."""
-    directory = model_directory(model)
-    if directory is not None:
-        return ModelFiles(directory=directory)
-    if not Path(str(model)).exists():
-        if str(model) in RELEASED_MODELS:
-            return ModelFiles(None, *resolve_released(str(model), progress=progress))
-        return ModelFiles(efml=resolve_efml(str(model), progress=progress))
-    if is_efml_dir(model):
-        return ModelFiles(efml=Path(model))
-    return ModelFiles(None, *find_official_pair(Path(model)))
+    fmt, path = model_format(model), Path(str(model))
+    if fmt == "native":
+        return ModelFiles(directory=model_directory(model))
+    if fmt == "efml":
+        return ModelFiles(efml=path if path.exists() else resolve_efml(str(model),
+                                                                       progress=progress))
+    if path.exists():
+        return ModelFiles(None, *find_official_pair(path))
+    return ModelFiles(None, *resolve_released(str(model), progress=progress))
 
 
 def load_pretrained(
