@@ -143,8 +143,11 @@ def is_task_run(directory: str | Path) -> bool:
 def model_format(model: str | Path | None) -> str:
     """"native", "efml" or "bilm-tf": the format of `model`, without downloading it (a name
     that names no model is a ModelNotFoundError, as in `model_directory`)."""
-    if model_directory(model) is not None:
-        return "native"
+    return "native" if model_directory(model) is not None else _other_format(model)
+
+
+def _other_format(model: str | Path | None) -> str:
+    """"efml" or "bilm-tf" for a model that `model_directory` found not in our format."""
     path = Path(str(model))
     if path.exists():
         return "efml" if is_efml_dir(path) else "bilm-tf"
@@ -153,10 +156,11 @@ def model_format(model: str | Path | None) -> str:
 
 def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:
     """The files of `model` (see the module docstring), downloading a released model."""
-    fmt, path = model_format(model), Path(str(model))
-    if fmt == "native":
-        return ModelFiles(directory=model_directory(model))
-    if fmt == "efml":
+    directory = model_directory(model)
+    if directory is not None:
+        return ModelFiles(directory=directory)
+    path = Path(str(model))
+    if _other_format(model) == "efml":
         return ModelFiles(efml=path if path.exists() else resolve_efml(str(model),
                                                                        progress=progress))
     if path.exists():
