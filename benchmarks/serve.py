@@ -3,7 +3,8 @@
 1. In this process: `Embedder.embed_sentences` on the sentences of
    ../shared/bench/wikitext2_test_1000.txt, all in one call (the targets' yardstick: sorted
    by length into full batches), and 32 at a time in file order (the most a service with 32
-   clients can batch at once); both with a warm token cache, as the service's.
+   clients can batch at once); both with a warm token cache, as the service's, and each the
+   median of --repeats runs.
 2. `python -m elmo serve MODEL --port 0` in a child process (same --threads); the first
    answer of each format is checked against the in-process vectors. Then the median latency
    of one 10-token sentence in process and over HTTP (one client, JSON and binary answers),
@@ -19,7 +20,7 @@ Targets: at concurrency 32 the service delivers >= 0.8 of the in-process tokens/
 concurrency 1 the p50 latency of a 10-token sentence is within 5 ms of the in-process call.
 Prints a table, writes JSON.
 
-    python benchmarks/serve.py [--model default] [--threads 1] [--quick]
+    python benchmarks/serve.py [--model default] [--threads 1] [--repeats 3] [--quick]
 """
 
 from __future__ import annotations
@@ -49,23 +50,27 @@ TEN_TOKENS = "the quick brown fox jumps over the lazy dog .".split()
 FORMATS = {"json": "application/json", "binary": "application/octet-stream"}
 
 
-def in_process(model: str, sentences: list[list[str]], group: int) -> dict[str, Any]:
+def in_process(model: str, sentences: list[list[str]], group: int, repeats: int
+               ) -> dict[str, Any]:
     """The Embedder's throughput on all sentences in one call (the target's yardstick) and
     `group` at a time in file order (what a service with `group` clients can batch at best:
-    it never sees more sentences at once to sort by length)."""
+    it never sees more sentences at once to sort by length); each the median of `repeats`
+    runs, alternated, as single runs on a shared machine vary by 10% or more."""
     embedder = Embedder.from_pretrained(model)
     embedder.embed_sentences(sentences)  # warm up, and fill the token cache as the service's
-    start = time.perf_counter()
-    embedder.embed_sentences(sentences)
-    seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    for i in range(0, len(sentences), group):
-        embedder.embed_sentences(sentences[i: i + group])
-    grouped_seconds = time.perf_counter() - start
     n_tokens = sum(map(len, sentences))
-    return {"tokens_per_s": n_tokens / seconds, "seconds": seconds,
-            "group": group, "grouped_tokens_per_s": n_tokens / grouped_seconds,
-            "embedder": embedder}
+    one_call, grouped = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        embedder.embed_sentences(sentences)
+        one_call.append(n_tokens / (time.perf_counter() - start))
+        start = time.perf_counter()
+        for i in range(0, len(sentences), group):
+            embedder.embed_sentences(sentences[i: i + group])
+        grouped.append(n_tokens / (time.perf_counter() - start))
+    return {"tokens_per_s": statistics.median(one_call), "runs_tokens_per_s": one_call,
+            "group": group, "grouped_tokens_per_s": statistics.median(grouped),
+            "grouped_runs_tokens_per_s": grouped, "embedder": embedder}
 
 
 class Server:
@@ -197,6 +202,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30, help="per level (default 30)")
     parser.add_argument("--inputs-per-request", type=int, default=1,
                         help="sentences in each request of the load generator (default 1)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="in-process runs, of which the median is taken (default 3)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 200 sentences, 150 requests or 5 s per level")
     parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/)")
@@ -213,12 +220,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     machine = machine_info()
     top = max(args.concurrency)
-    local = in_process(args.model, sentences, top)
+    local = in_process(args.model, sentences, top, 1 if args.quick else args.repeats)
     embedder = local.pop("embedder")
     reference = embedder.embed_sentence(sentences[0])
     print(f"in process: {local['tokens_per_s']:.0f} tokens/s on {len(sentences)} sentences "
-          f"({local['grouped_tokens_per_s']:.0f} {top} at a time; torch threads: "
-          f"{args.threads})")
+          f"({local['grouped_tokens_per_s']:.0f} {top} at a time; medians of "
+          f"{len(local['runs_tokens_per_s'])} runs; torch threads: {args.threads})")
 
     server = Server(args.model, args.threads)
     rows = []
