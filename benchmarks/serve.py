@@ -208,6 +208,8 @@ def main() -> None:
                         help="smoke run: 200 sentences, 150 requests or 5 s per level")
     parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     text = SHARED / "bench" / "wikitext2_test_1000.txt"
     if not text.is_file():
         sys.exit(f"benchmark workload not found at {text} (set ELMO_SHARED)")
