@@ -51,7 +51,7 @@ from common import (
     write_json,
 )
 
-from elmo.formats.native import is_native_dir
+from elmo.loading.formats.native import is_native_dir
 from elmo.training import TrainConfig
 from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.groups import layer_groups

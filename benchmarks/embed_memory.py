@@ -27,7 +27,7 @@ import torch
 from common import REPO, SHARED
 
 from elmo.config import BiLMConfig
-from elmo.formats import save_bilm_tf
+from elmo.loading.formats import save_bilm_tf
 from elmo.modules.bilm import BiLM
 
 

@@ -39,7 +39,7 @@ CHILD = r"""
 import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
-from elmo.pretrained import load_bilm
+from elmo.loading.resolve import load_bilm
 model_dir, text, out, mode, threads = sys.argv[1:6]
 if int(threads):
     torch.set_num_threads(int(threads))
@@ -61,7 +61,7 @@ print(json.dumps({"seconds": seconds, "latency_ms": 1000 * statistics.median(lat
 
 def efml_config(bench: Path) -> BiLMConfig:
     """The released EfML architecture over the workloads' characters and words."""
-    from elmo.formats.efml import released_config
+    from elmo.loading.formats.efml import released_config
 
     text = " ".join((bench / w).read_text(encoding="utf-8") for w in WORKLOADS)
     specials = ["<oov>", "<bos>", "<eos>", "<pad>"]
@@ -98,7 +98,7 @@ def main() -> None:
     bench = SHARED / "bench"
     if not bench.is_dir():
         sys.exit(f"benchmark workloads not found at {bench} (set ELMO_SHARED)")
-    from elmo.formats import save_bilm_tf, save_pretrained
+    from elmo.loading.formats import save_bilm_tf, save_pretrained
     from elmo.modules.bilm import BiLM
 
     if args.threads:

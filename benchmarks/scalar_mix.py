@@ -25,8 +25,8 @@ import torch
 from common import DATA, add_run_options, results_file, write_json
 from torch import nn
 
-from elmo.features import cached_layers
 from elmo.modules.scalar_mix import ScalarMix, parameter_groups
+from elmo.tasks.features import cached_layers
 from elmo.tasks.readers import read_conllu
 
 EWT = DATA / "ud-english-ewt"

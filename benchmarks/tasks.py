@@ -68,7 +68,7 @@ from common import DATA, REPO, add_run_options, machine_info, open_text, results
 
 from elmo.cli.common import DefaultsHelpFormatter
 from elmo.errors import ElmoError
-from elmo.pretrained import load_bilm
+from elmo.loading.resolve import load_bilm
 from elmo.tasks.parallel import train_tasks
 from elmo.tasks.recipe import TaskConfig, train_task
 
@@ -389,7 +389,7 @@ def paper_size_model(work: Path) -> str:
     """A biLM of the paper's size (preset `original`) with random weights, saved once: how
     fast an epoch is depends on the biLM's size, not on its weights."""
     from elmo.config import BiLMConfig
-    from elmo.formats import save_pretrained
+    from elmo.loading.formats import save_pretrained
     from elmo.modules.bilm import BiLM
 
     out = work / "original-size-random"

@@ -3,7 +3,6 @@ AllenNLP's layout, ElmoEmbedder and the `allennlp elmo` command line."""
 
 from __future__ import annotations
 
-import ast
 import io
 import json
 
@@ -18,7 +17,7 @@ from elmo.cli import main
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo as ElmoModule
 from elmo.tasks.model import TaskModel
-from tests.conftest import REPO, random_bilm, require_shared
+from tests.conftest import random_bilm, require_shared
 
 SENTENCES = [["The", "cat", "sat", "down", "."], ["Dogs", "bark"], ["ELMo", "helps"]]
 
@@ -350,15 +349,6 @@ def test_earlier_layout_of_our_task_runs_loads():
                                old["elmo.bilm.lstm.layers.0.bias"])
 
 
-def test_modules_import_neither_formats_nor_pretrained():
-    for path in sorted((REPO / "src" / "elmo" / "modules").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not any(n.startswith(("elmo.formats", "elmo.pretrained")) for n in names), \
-                path.name
-
-
 # ---- ElmoEmbedder and `elmo embed` with AllenNLP's flags ---------------------------------
 
 def test_elmo_embedder(fixture):
@@ -455,7 +445,7 @@ def test_embed_command_takes_allennlp_flags(fixture, tmp_path):
 
 def test_shards_with_sentence_keys_merge_without_an_index(tmp_path):
     from elmo.embed import Embedder
-    from elmo.hdf5_output import merge_shards
+    from elmo.io.hdf5_output import merge_shards
 
     src = tmp_path / "in.txt"
     src.write_text("a b\nc d e\nf\ng h\n", encoding="utf-8")

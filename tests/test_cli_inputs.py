@@ -17,8 +17,8 @@ import torch
 
 import elmo
 from elmo import Embedder, batch_to_ids, save_bilm_tf, save_pretrained
-from elmo.atomic import claim_output
 from elmo.cli import main
+from elmo.io.atomic import claim_output
 from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
 
@@ -361,7 +361,7 @@ def test_errors_after_parsing_show_the_subcommands_usage(tmp_path, model_dir, ca
 def test_token_vector_does_not_depend_on_how_many_are_encoded_with_it():
     """The last bits of a token vector once depended on its group's size (1-15 rows take
     other kernels), which made resumed and sharded runs differ from one-process runs."""
-    from elmo.pretrained import load_bilm
+    from elmo.loading.resolve import load_bilm
 
     encoder = load_bilm("default").token_encoder
     words = [f"w{i}ord{'s' * (i % 11)}" for i in range(300)]
@@ -384,7 +384,7 @@ def test_a_lock_is_its_holders_flock_not_a_word_in_a_message(tmp_path, model_dir
     partial.mkdir()
     (partial / "work").write_text("the holder's work")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from elmo.atomic import output_lock\n"
+        [sys.executable, "-c", "import sys, time; from elmo.io.atomic import output_lock\n"
          "with output_lock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
          str(out)], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from elmo.cli import main
 from elmo.embed import Embedder
-from elmo.pretrained import recorded_tokenizer, shipped_model_dir
+from elmo.loading.resolve import recorded_tokenizer, shipped_model_dir
 from elmo.training.model_init import load_language_model
 from tests.conftest import REPO, require_shared
 

@@ -17,10 +17,10 @@ import torch
 from elmo import Elmo, Embedder, load_pretrained
 from elmo.cli import main
 from elmo.errors import ElmoError
-from elmo.formats import efml
-from elmo.formats.efml import EfmlFormatError, load_efml, read_dic, read_network_config
-from elmo.formats.native import load_native
-from elmo.hub import EFML_RELEASES
+from elmo.loading.formats import efml
+from elmo.loading.formats.efml import EfmlFormatError, load_efml, read_dic, read_network_config
+from elmo.loading.formats.native import load_native
+from elmo.loading.releases import EFML_RELEASES
 from tests.conftest import require_shared
 
 # ---- a tiny EfML directory, laid out as the package's training script writes one ------------
@@ -446,7 +446,7 @@ def test_unsupported_networks_are_refused(tmp_path):
 
 
 def test_model_format_is_told_without_loading(tiny_efml, tmp_path):
-    from elmo.pretrained import model_format
+    from elmo.loading.resolve import model_format
     assert model_format(tiny_efml) == "efml"
     assert model_format("efml:zhs") == "efml"  # a released name: nothing is downloaded
     assert model_format("default") == "native"

@@ -10,7 +10,7 @@ import torch
 from elmo import batch_to_ids
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
-from elmo.features import cache_key, cached_layers
+from elmo.tasks.features import cache_key, cached_layers
 from tests.conftest import random_bilm
 
 SENTENCES = [["The", "cat", "sat"], ["Dogs", "bark", "loudly", "at", "night"], [], ["A"]]

@@ -8,8 +8,8 @@ from torch import nn
 
 from elmo import Elmo, batch_to_ids
 from elmo.errors import ElmoError
-from elmo.finetune import FineTuneConfig, GradualUnfreezer
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups
+from elmo.tasks.finetune import FineTuneConfig, GradualUnfreezer
 from tests.conftest import random_bilm
 
 SENTENCES = [["The", "cat", "sat"], ["Dogs", "bark"]]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from elmo import batch_to_ids, load_bilm_tf, load_pretrained, save_bilm_tf, save_pretrained
-from elmo.formats import WeightsMismatchError
+from elmo.loading.formats import WeightsMismatchError
 from tests.conftest import random_bilm, require_shared
 
 BATCH = [["Deep", "contextualized", "word", "representations"], ["北京", "欢迎", "你", "!"], ["a"]]

@@ -19,7 +19,7 @@ import pytest
 from elmo import save_pretrained
 from elmo.cli import main
 from elmo.embed import Embedder
-from elmo.features import cached_layers
+from elmo.tasks.features import cached_layers
 from tests.conftest import REPO, random_bilm
 from tests.test_task_cli import task_args
 
@@ -176,7 +176,7 @@ SENTENCES = [line.split() for line in LINES] * 3
 def test_feature_cache_killed_anywhere_is_completed_by_the_next_run(tmp_path, model_dir,
                                                                    kills):
     cache = tmp_path / "cache"
-    code = ("import json, sys; from elmo.features import cached_layers; "
+    code = ("import json, sys; from elmo.tasks.features import cached_layers; "
             "cached_layers(sys.argv[3], json.loads(sys.argv[4]), sys.argv[5], batch_size=2, "
             "progress=False)")
     for n in kills:

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from elmo import load_pretrained, pretrained
+from elmo import load_pretrained
 from elmo.cli import main
 from elmo.errors import ElmoError
-from elmo.formats import save_pretrained
-from elmo.formats.bilm_tf import load_bilm_tf
-from elmo.pretrained import (
+from elmo.loading import resolve
+from elmo.loading.formats import save_pretrained
+from elmo.loading.formats.bilm_tf import load_bilm_tf
+from elmo.loading.resolve import (
     ModelNotFoundError,
     load_bilm,
     model_directory,
@@ -43,7 +44,7 @@ def shipped_root(tmp_path, monkeypatch):
         vocab.save(root / name / "vocab.txt")
         (root / name / "card.json").write_text(json.dumps({"tokenizer": tokenizer}))
     (root / "not-a-model").mkdir()  # a stray directory is not listed
-    monkeypatch.setattr(pretrained, "shipped_root", lambda: root)
+    monkeypatch.setattr(resolve, "shipped_root", lambda: root)
     return root
 
 

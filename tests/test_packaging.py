@@ -24,7 +24,7 @@ import pytest
 
 import elmo
 from elmo.embed import Embedder
-from elmo.pretrained import shipped_models, shipped_root
+from elmo.loading.resolve import shipped_models, shipped_root
 from tests.conftest import REPO
 
 TORCH = "torch==2.13.0"  # the CPU wheel on this project's machines (see the Makefile)

@@ -239,7 +239,7 @@ def test_int8_kernels_agree(monkeypatch):
 
 
 def test_saving_an_int8_model_is_refused_with_the_fix(tmp_path):
-    from elmo.formats import save_bilm_tf
+    from elmo.loading.formats import save_bilm_tf
 
     model = random_bilm(seed=8).quantize_("int8")
     for save in (save_pretrained, save_bilm_tf):

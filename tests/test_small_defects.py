@@ -158,8 +158,8 @@ def test_fine_tune_computes_no_feature_cache(tmp_path, model_dir):
     # the layer scales are those the cache would give: 1 / RMS over the training file
     from safetensors.torch import load_file
 
-    from elmo.features import cached_layers
     from elmo.tasks.data import flat_sentences
+    from elmo.tasks.features import cached_layers
     from elmo.tasks.readers import read_label_text
 
     store = cached_layers(model_dir, flat_sentences(read_label_text(tmp_path / "train")),

@@ -115,7 +115,7 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
 def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
     from safetensors.torch import load_file
 
-    from elmo.pretrained import load_bilm
+    from elmo.loading.resolve import load_bilm
 
     args = task_args("classification", tmp_path, str(tiny_model), epochs=2) + ["--fine-tune"]
     assert main(args) == 0
@@ -234,8 +234,8 @@ def test_domain_adaptation_recipe(tmp_path, tiny_model, capsys):
 def test_layers_scaled_by_their_rms_over_the_training_file(tmp_path, tiny_model):
     from safetensors.torch import load_file
 
-    from elmo.features import cached_layers
     from elmo.tasks.data import flat_sentences
+    from elmo.tasks.features import cached_layers
     from elmo.tasks.readers import read_conll
 
     assert main(task_args("tagging", tmp_path, str(tiny_model), epochs=1)) == 0

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from elmo import save_pretrained
-from elmo.atomic import output_lock
 from elmo.cli import main
+from elmo.io.atomic import output_lock
 from tests.conftest import random_bilm
 from tests.test_task_cli import task_args
 

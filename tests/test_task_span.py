@@ -259,7 +259,7 @@ def test_train_evaluate_predict_spans(tmp_path, tiny_model, capsys):
     assert result["data"]["train"]["questions"] == 60
     assert set(result["layer_weights"]) == {"input", "output"}
     # the feature cache holds each passage once and every question
-    from elmo.features import LayerStore
+    from elmo.tasks.features import LayerStore
     (entry,) = [p for p in (tmp_path / "cache").glob("*.hdf5")
                 if LayerStore(p).num_sentences == 8 + 16]
     assert entry

@@ -16,7 +16,7 @@ from elmo import load_pretrained
 from elmo.chars import batch_to_ids
 from elmo.cli import build_parser, main
 from elmo.embed import Embedder
-from elmo.formats.bilm_tf import load_bilm_tf, save_bilm_tf
+from elmo.loading.formats.bilm_tf import load_bilm_tf, save_bilm_tf
 from elmo.training import prepare as prepare_module
 from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.vocab import Vocabulary

@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 from elmo.chars import ByteIndexer, word_to_char_ids
 from elmo.data.batching import BPTTConfig
 from elmo.errors import ElmoError
-from elmo.formats.bilm_tf import save_bilm_tf
-from elmo.formats.native import save_pretrained
+from elmo.loading.formats.bilm_tf import save_bilm_tf
+from elmo.loading.formats.native import save_pretrained
 from elmo.modules.language_model import BiLanguageModel, LMLosses
 from elmo.training import trainer as trainer_module
 from elmo.training.checkpoint import (

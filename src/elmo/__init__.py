@@ -5,9 +5,9 @@ from elmo.chars import batch_to_ids
 from elmo.config import BiLMConfig
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
-from elmo.formats import load_bilm_tf, save_bilm_tf, save_pretrained
+from elmo.loading.formats import load_bilm_tf, save_bilm_tf, save_pretrained
+from elmo.loading.resolve import load_pretrained
 from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, ScalarMix
-from elmo.pretrained import load_pretrained
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
 __version__ = "0.1.0"

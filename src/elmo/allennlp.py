@@ -17,11 +17,11 @@ import torch
 
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
-from elmo.formats import allennlp as layout
-from elmo.formats.bilm_tf import load_bilm_tf
+from elmo.loading.formats import allennlp as layout
+from elmo.loading.formats.bilm_tf import load_bilm_tf
+from elmo.loading.resolve import load_bilm
 from elmo.modules import elmo as module_elmo
 from elmo.modules.bilm import BiLM
-from elmo.pretrained import load_bilm
 
 BILM = "_elmo_lstm."
 WORDS = "_word_embedding.weight"  # the vocab_to_cache table: ours beside the biLM, AllenNLP's in it

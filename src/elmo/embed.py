@@ -14,16 +14,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from elmo.atomic import claim_output
 from elmo.chars import check_sentences, check_tokens
 from elmo.device import resolve_device
 from elmo.errors import ElmoError, InputFileError
-from elmo.hdf5_output import PartialOutput, shard_range, write_index
+from elmo.io.atomic import claim_output
+from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
+from elmo.io.textfile import is_stdin, scan_input
+from elmo.io.textfile import read_lines as read_text_lines
+from elmo.loading.resolve import load_bilm, recorded_tokenizer
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
-from elmo.pretrained import load_bilm, recorded_tokenizer
-from elmo.textfile import is_stdin, scan_input
-from elmo.textfile import read_lines as read_text_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 LAYER_MODES = ("all", "top", "average")
@@ -47,7 +47,7 @@ def read_lines(
 ) -> Iterator[InputLine]:
     """Stream a UTF-8 file (plain or gzipped) of one sentence per line, tokenized by
     `tokenizer` (default: tokens separated by white space); only the lines whose 0-based
-    number is in `numbers`, if given. Read with `elmo.textfile.read_lines`: a line that is
+    number is in `numbers`, if given. Read with `elmo.io.textfile.read_lines`: a line that is
     not UTF-8 raises InputFileError naming the file and line, unless
     `encoding_errors="replace"`."""
     tokenize = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from elmo.atomic import atomic_output
+from elmo.io.atomic import atomic_output
 
 BOS = "<S>"
 EOS = "</S>"

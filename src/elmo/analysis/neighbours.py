@@ -22,13 +22,13 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.atomic import output_lock
 from elmo.embed import Embedder, InputLine, read_lines
 from elmo.errors import ElmoError
-from elmo.features import default_cache_dir
-from elmo.hdf5_output import PartialOutput
+from elmo.io.atomic import output_lock
+from elmo.io.hdf5_output import PartialOutput
+from elmo.io.textfile import scan_input
 from elmo.modules.bilm import BiLM, model_identity
-from elmo.textfile import scan_input
+from elmo.tasks.features import default_cache_dir
 
 from .embedding import embed_items
 

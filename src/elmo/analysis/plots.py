@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from elmo.atomic import atomic_output
 from elmo.extras import import_extra
+from elmo.io.atomic import atomic_output
 
 
 def _pyplot() -> Any:

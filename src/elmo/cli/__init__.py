@@ -13,7 +13,7 @@ import torch
 from elmo import __version__
 from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
 from elmo.errors import ElmoError
-from elmo.hub import DownloadError
+from elmo.loading.releases import DownloadError
 
 SUBCOMMANDS = {
     "embed": embed,

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from elmo.analysis.report import format_table
-from elmo.atomic import atomic_write_text, claim_output
 from elmo.cli.common import add_overwrite, add_quantize
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
+from elmo.io.atomic import atomic_write_text, claim_output
 from elmo.tasks.recipe import TaskConfig
 
 

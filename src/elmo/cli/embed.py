@@ -7,7 +7,7 @@ import os
 
 from elmo.cli.common import add_overwrite, add_quantize, add_tokenizer
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
-from elmo.textfile import ENCODING_ERRORS
+from elmo.io.textfile import ENCODING_ERRORS
 
 USAGE = """elmo embed [options] MODEL INPUT OUTPUT
        elmo embed [options] --options FILE --weights FILE INPUT OUTPUT

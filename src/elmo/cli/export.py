@@ -9,11 +9,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from elmo.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.cli.common import add_overwrite
-from elmo.formats.bilm_tf import save_bilm_tf
-from elmo.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
-from elmo.pretrained import CARD_NAME, load_bilm, model_vocab_file, recorded_tokenizer
+from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
+from elmo.loading.formats.bilm_tf import save_bilm_tf
+from elmo.loading.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
+from elmo.loading.resolve import CARD_NAME, load_bilm, model_vocab_file, recorded_tokenizer
 
 # The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
 FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}

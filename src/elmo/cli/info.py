@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from elmo.loading.resolve import load_pretrained, recorded_tokenizer, resolve_model
 from elmo.modules.bilm import BiLM
-from elmo.pretrained import load_pretrained, recorded_tokenizer, resolve_model
 
 FORMAT_NAMES = {"native": "ours (config.json + model.safetensors)",
                 "bilm-tf": "bilm-tf / AllenNLP (options.json + weights.hdf5)",

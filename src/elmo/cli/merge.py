@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from elmo.cli.common import add_overwrite
-from elmo.hdf5_output import merge_shards
+from elmo.io.hdf5_output import merge_shards
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:

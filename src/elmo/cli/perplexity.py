@@ -11,7 +11,7 @@ from elmo.cli.common import add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
-from elmo.pretrained import recorded_tokenizer
+from elmo.loading.resolve import recorded_tokenizer
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 

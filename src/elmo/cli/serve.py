@@ -9,7 +9,7 @@ from dataclasses import fields
 from elmo.cli.common import add_quantize, add_tokenizer
 from elmo.embed import LAYER_MODES
 from elmo.extras import import_extra
-from elmo.pretrained import DEFAULT_MODEL, model_format
+from elmo.loading.resolve import DEFAULT_MODEL, model_format
 from elmo.serve.limits import ServeLimits
 
 USAGE = """elmo serve [options] [MODEL]

@@ -9,8 +9,9 @@ import json
 import sys
 from types import SimpleNamespace
 
-from elmo.atomic import claim_output
 from elmo.cli.common import DefaultsHelpFormatter, add_overwrite, add_quantize
+from elmo.io.atomic import claim_output
+from elmo.io.textfile import ENCODING_ERRORS
 from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
@@ -23,7 +24,6 @@ from elmo.tasks.recipe import (
     predict_file,
     train_task,
 )
-from elmo.textfile import ENCODING_ERRORS
 from elmo.tokenize import TOKENIZER_NAMES
 
 # the defaults of TaskConfig's optional fields, for the options and their help

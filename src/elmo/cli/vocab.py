@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from elmo.atomic import claim_output
 from elmo.cli.common import add_overwrite
 from elmo.data.corpus import expand_paths
 from elmo.errors import InputFileError
-from elmo.textfile import STDIN, is_stdin
+from elmo.io.atomic import claim_output
+from elmo.io.textfile import STDIN, is_stdin
 from elmo.tokenize import TOKENIZER_NAMES
 from elmo.training.prepare import CorpusStats, scan_corpus
 from elmo.vocab import Vocabulary

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.textfile import is_stdin, read_lines
+from elmo.io.textfile import is_stdin, read_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
@@ -61,7 +61,7 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
 def iter_lines(paths: PathLike | Iterable[PathLike]) -> Iterator[str]:
     """Yield the non-blank lines of the files in order, without their line ending.
 
-    Read with `elmo.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
+    Read with `elmo.io.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
     dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line.
     """
     for path in _as_paths(paths):

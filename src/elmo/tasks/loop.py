@@ -16,11 +16,11 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from elmo.atomic import atomic_output, atomic_write_text
-from elmo.features import LayerStore
-from elmo.finetune import FineTuneConfig, GradualUnfreezer
+from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.modules.scalar_mix import parameter_groups
 from elmo.tasks.data import Encoded
+from elmo.tasks.features import LayerStore
+from elmo.tasks.finetune import FineTuneConfig, GradualUnfreezer
 from elmo.tasks.model import TaskModel
 from elmo.training.checkpoint import (
     CHECKPOINT_NAME,

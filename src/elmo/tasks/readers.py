@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
+from elmo.io.atomic import atomic_write_text
+from elmo.io.textfile import read_lines
 from elmo.tasks.squad import read_squad
-from elmo.textfile import read_lines
 from elmo.tokenize import get_tokenizer
 
 FORMATS = ("conll", "conllu", "label-text", "tsv", "squad")
@@ -85,7 +85,7 @@ Example = TaggedSentence | LabeledText | LabeledPair
 
 def numbered_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
     """(1-based number, text without its line ending) for every line of a plain or .gz file:
-    `elmo.textfile.read_lines`, the project's one text reader (a line that is not UTF-8
+    `elmo.io.textfile.read_lines`, the project's one text reader (a line that is not UTF-8
     raises InputFileError naming the file and line, unless `encoding_errors="replace"`)."""
     for number, text in read_lines(path, encoding_errors):
         yield number + 1, text

@@ -23,16 +23,15 @@ import torch
 from safetensors.torch import load_file
 from tqdm import tqdm
 
-from elmo.atomic import atomic_write_text, output_lock
 from elmo.device import resolve_device
 from elmo.embed import Embedder
 from elmo.errors import ElmoError, InputFileError, raise_failed
-from elmo.features import LayerStore, cached_layers, layer_rms
-from elmo.formats.native import is_native_dir
+from elmo.io.atomic import atomic_write_text, output_lock
+from elmo.loading.formats.native import is_native_dir
+from elmo.loading.resolve import find_official_pair, is_task_run, load_bilm, recorded_tokenizer
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parse_mode
-from elmo.pretrained import find_official_pair, is_task_run, load_bilm, recorded_tokenizer
 from elmo.tasks.data import (
     Batch,
     Encoded,
@@ -41,6 +40,7 @@ from elmo.tasks.data import (
     held_out_split,
     nested_sample,
 )
+from elmo.tasks.features import LayerStore, cached_layers, layer_rms
 from elmo.tasks.loop import fit
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT, TaskModel

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elmo.atomic import atomic_write_text
 from elmo.errors import InputFileError
-from elmo.textfile import open_input
+from elmo.io.atomic import atomic_write_text
+from elmo.io.textfile import open_input
 from elmo.tokenize import get_tokenizer
 
 

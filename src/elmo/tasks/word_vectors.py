@@ -19,7 +19,7 @@ from torch import nn
 from tqdm import tqdm
 
 from elmo.errors import InputFileError
-from elmo.textfile import read_lines
+from elmo.io.textfile import read_lines
 
 
 def _header(fields: list[str]) -> tuple[int, int] | None:

@@ -20,8 +20,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from elmo.atomic import atomic_output
 from elmo.errors import ElmoError
+from elmo.io.atomic import atomic_output
 from elmo.modules.lstm import LSTMState
 
 CHECKPOINT_NAME = "checkpoint.safetensors"

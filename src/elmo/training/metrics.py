@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from elmo.atomic import atomic_write_text
+from elmo.io.atomic import atomic_write_text
 
 METRICS_NAME = "metrics.jsonl"
 

@@ -21,12 +21,12 @@ import torch
 
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
-from elmo.formats.bilm_tf import load_bilm_tf
-from elmo.formats.efml import is_efml_dir
-from elmo.formats.native import VOCAB_NAME, load_native
+from elmo.loading.formats.bilm_tf import load_bilm_tf
+from elmo.loading.formats.efml import is_efml_dir
+from elmo.loading.formats.native import VOCAB_NAME, load_native
+from elmo.loading.resolve import find_official_pair, load_bilm, model_directory
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.pretrained import find_official_pair, load_bilm, model_directory
 from elmo.training.config import DEFAULT_PRESET, TrainConfig
 from elmo.vocab import Vocabulary
 

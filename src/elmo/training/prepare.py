@@ -19,10 +19,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from elmo.atomic import atomic_write_text
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.errors import ElmoError
-from elmo.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
+from elmo.io.atomic import atomic_write_text
+from elmo.loading.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
 from elmo.training.checkpoint import CHECKPOINT_NAME
 from elmo.training.config import TrainConfig
 from elmo.vocab import Vocabulary

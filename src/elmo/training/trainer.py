@@ -46,7 +46,7 @@ from elmo.config import BiLMConfig
 from elmo.data.batching import Batch, BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.errors import ElmoError
-from elmo.formats.native import save_pretrained
+from elmo.loading.formats.native import save_pretrained
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.tokenize import get_tokenizer

@@ -1,9 +1,9 @@
 """Model file formats: the official bilm-tf pair, our safetensors directory, and
 ELMoForManyLangs directories (read only)."""
 
-from elmo.formats.bilm_tf import WeightsMismatchError, load_bilm_tf, save_bilm_tf
-from elmo.formats.efml import load_efml
-from elmo.formats.native import load_native, save_pretrained
+from elmo.loading.formats.bilm_tf import WeightsMismatchError, load_bilm_tf, save_bilm_tf
+from elmo.loading.formats.efml import load_efml
+from elmo.loading.formats.native import load_native, save_pretrained
 
 __all__ = [
     "WeightsMismatchError",

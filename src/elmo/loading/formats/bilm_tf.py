@@ -14,8 +14,8 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.atomic import atomic_output, atomic_write_text
 from elmo.config import BiLMConfig
+from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 

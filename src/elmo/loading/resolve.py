@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 from elmo.errors import ElmoError
-from elmo.formats.bilm_tf import load_bilm_tf
-from elmo.formats.efml import REQUIRED_FILES as EFML_FILES
-from elmo.formats.efml import is_efml_dir, load_efml
-from elmo.formats.native import (
+from elmo.loading.formats.bilm_tf import load_bilm_tf
+from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
+from elmo.loading.formats.efml import is_efml_dir, load_efml
+from elmo.loading.formats.native import (
     CONFIG_NAME,
     RUN_NAME,
     VOCAB_NAME,
@@ -33,7 +33,7 @@ from elmo.formats.native import (
     is_native_dir,
     load_native,
 )
-from elmo.hub import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
+from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_quantize
 

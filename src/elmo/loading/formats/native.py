@@ -12,8 +12,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from elmo.atomic import atomic_output
 from elmo.config import BiLMConfig
+from elmo.io.atomic import atomic_output
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 

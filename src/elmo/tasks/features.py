@@ -22,13 +22,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from elmo.atomic import output_lock
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
-from elmo.hdf5_output import PartialOutput, write_index
-from elmo.hub import cache_dir as model_cache_dir
+from elmo.io.atomic import output_lock
+from elmo.io.hdf5_output import PartialOutput, write_index
+from elmo.loading.releases import cache_dir as model_cache_dir
+from elmo.loading.resolve import load_bilm
 from elmo.modules.bilm import BiLM, model_identity
-from elmo.pretrained import load_bilm
 
 FORMAT_VERSION = "2"
 STORAGE_DTYPES = ("float32", "float16")

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from elmo.errors import ElmoError
-from elmo.textfile import is_stdin
+from elmo.io.textfile import is_stdin
 
 
 @contextmanager

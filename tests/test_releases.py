@@ -1,4 +1,4 @@
-"""Tests for elmo.hub against a real HTTP server on 127.0.0.1."""
+"""Tests for elmo.loading.releases against a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from elmo import hub
+from elmo.loading import releases
 
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -124,22 +124,22 @@ def assert_complete(dest: Path) -> None:
 def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "explicit"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert hub.cache_dir() == tmp_path / "explicit"
+    assert releases.cache_dir() == tmp_path / "explicit"
     monkeypatch.delenv("ELMO_CACHE")
-    assert hub.cache_dir() == tmp_path / "xdg" / "elmo"
+    assert releases.cache_dir() == tmp_path / "xdg" / "elmo"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert hub.cache_dir() == tmp_path / "home" / ".cache" / "elmo"
+    assert releases.cache_dir() == tmp_path / "home" / ".cache" / "elmo"
 
 
 def test_released_models_table() -> None:
-    assert set(hub.RELEASED_MODELS) == {"small", "medium", "original", "original-5.5B"}
-    small = hub.RELEASED_MODELS["small"]
+    assert set(releases.RELEASED_MODELS) == {"small", "medium", "original", "original-5.5B"}
+    small = releases.RELEASED_MODELS["small"]
     assert small.options_url == (
         "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
         "elmo_2x1024_128_2048cnn_1xhighway_options.json"
     )
-    big = hub.RELEASED_MODELS["original-5.5B"]
+    big = releases.RELEASED_MODELS["original-5.5B"]
     assert big.weights_url.endswith(
         "/2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5"
     )
@@ -152,26 +152,26 @@ def test_released_models_table() -> None:
 
 def test_download_fresh(server: FileServer, env: Path, capsys: pytest.CaptureFixture) -> None:
     dest = env / "sub" / "data.bin"
-    assert hub.download(server.url("/data.bin"), dest, sha256=SHA) == dest
+    assert releases.download(server.url("/data.bin"), dest, sha256=SHA) == dest
     assert_complete(dest)
     assert server.requests == [("/data.bin", None)]
     assert "data.bin" in capsys.readouterr().err  # the progress bar goes to stderr
     # Second call: verified from the cache, no network.
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert len(server.requests) == 1
 
 
 def test_resume_after_interrupted_connection(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
     server.cut_after = 100_000
-    with pytest.raises(hub.DownloadError) as err:
-        hub.download(server.url("/data.bin"), dest, progress=False)
+    with pytest.raises(releases.DownloadError) as err:
+        releases.download(server.url("/data.bin"), dest, progress=False)
     msg = str(err.value)
     assert server.url("/data.bin") in msg and "300000" in msg and "100000" in msg
     assert not dest.exists()
     assert part(dest).stat().st_size == 100_000
 
-    hub.download(server.url("/data.bin"), dest, progress=False, sha256=SHA)
+    releases.download(server.url("/data.bin"), dest, progress=False, sha256=SHA)
     assert_complete(dest)
     assert server.requests[-1] == ("/data.bin", "bytes=100000-")
 
@@ -180,7 +180,7 @@ def test_resume_leftover_part(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
     env.mkdir()
     part(dest).write_bytes(DATA[:123_456])
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert_complete(dest)
     assert server.requests == [("/data.bin", "bytes=123456-")]
 
@@ -190,7 +190,7 @@ def test_server_ignoring_range_restarts(server: FileServer, env: Path) -> None:
     env.mkdir()
     part(dest).write_bytes(b"x" * 50_000)  # garbage: must be overwritten, not appended to
     server.ignore_range = True
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert_complete(dest)
     assert server.requests == [("/data.bin", "bytes=50000-")]
 
@@ -199,7 +199,7 @@ def test_leftover_part_already_complete(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
     env.mkdir()
     part(dest).write_bytes(DATA)
-    hub.download(server.url("/data.bin"), dest, progress=False)  # server answers 416
+    releases.download(server.url("/data.bin"), dest, progress=False)  # server answers 416
     assert_complete(dest)
 
 
@@ -207,7 +207,7 @@ def test_leftover_part_too_long_restarts(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
     env.mkdir()
     part(dest).write_bytes(DATA + b"junk")
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert_complete(dest)
     assert [r for _, r in server.requests] == ["bytes=300004-", None]
 
@@ -215,8 +215,8 @@ def test_leftover_part_too_long_restarts(server: FileServer, env: Path) -> None:
 def test_size_mismatch(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
     server.announce_extra = 10
-    with pytest.raises(hub.DownloadError) as err:
-        hub.download(server.url("/data.bin"), dest, progress=False)
+    with pytest.raises(releases.DownloadError) as err:
+        releases.download(server.url("/data.bin"), dest, progress=False)
     msg = str(err.value)
     assert server.url("/data.bin") in msg and "300010" in msg and "300000" in msg
     assert not dest.exists() and not sidecar(dest).exists()
@@ -224,27 +224,27 @@ def test_size_mismatch(server: FileServer, env: Path) -> None:
 
 def test_checksum_mismatch(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
-    with pytest.raises(hub.DownloadError, match="checksum mismatch"):
-        hub.download(server.url("/data.bin"), dest, progress=False, sha256="0" * 64)
+    with pytest.raises(releases.DownloadError, match="checksum mismatch"):
+        releases.download(server.url("/data.bin"), dest, progress=False, sha256="0" * 64)
     assert not dest.exists() and not part(dest).exists() and not sidecar(dest).exists()
 
 
 def test_corrupt_cached_file_detected(server: FileServer, env: Path) -> None:
     dest = env / "data.bin"
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     dest.write_bytes(b"y" + DATA[1:])
-    with pytest.raises(hub.DownloadError, match=r"corrupt \(sha256 .*delete it to download"):
-        hub.download(server.url("/data.bin"), dest, progress=False)
+    with pytest.raises(releases.DownloadError, match=r"corrupt \(sha256 .*delete it to download"):
+        releases.download(server.url("/data.bin"), dest, progress=False)
     assert len(server.requests) == 1
     dest.unlink()
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert_complete(dest)
 
 
 def test_http_error(server: FileServer, env: Path) -> None:
     url = server.url("/missing.bin")
-    with pytest.raises(hub.DownloadError, match="404") as err:
-        hub.download(url, env / "missing.bin", progress=False)
+    with pytest.raises(releases.DownloadError, match="404") as err:
+        releases.download(url, env / "missing.bin", progress=False)
     assert url in str(err.value)
     assert not (env / "missing.bin").exists()
 
@@ -254,24 +254,24 @@ def test_connection_refused(env: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/data.bin"
-    with pytest.raises(hub.DownloadError, match="could not be reached") as err:
-        hub.download(url, env / "data.bin", progress=False)
+    with pytest.raises(releases.DownloadError, match="could not be reached") as err:
+        releases.download(url, env / "data.bin", progress=False)
     assert url in str(err.value)
 
 
 def test_timeout_keeps_partial_data(
     server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    monkeypatch.setattr(releases, "TIMEOUT", 0.3)
     server.stall = True
     dest = env / "data.bin"
-    with pytest.raises(hub.DownloadError, match="timed out") as err:
-        hub.download(server.url("/data.bin"), dest, progress=False)
+    with pytest.raises(releases.DownloadError, match="timed out") as err:
+        releases.download(server.url("/data.bin"), dest, progress=False)
     assert "resume" in str(err.value)
     assert part(dest).stat().st_size == 1000
     server.release.set()
     server.stall = False
-    hub.download(server.url("/data.bin"), dest, progress=False)
+    releases.download(server.url("/data.bin"), dest, progress=False)
     assert_complete(dest)
     assert server.requests[-1] == ("/data.bin", "bytes=1000-")
 
@@ -283,9 +283,9 @@ def test_offline_missing(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ELMO_OFFLINE", "1")
     dest = env / "data.bin"
     url = "http://127.0.0.1:9/data.bin"
-    with pytest.raises(hub.OfflineError) as err:
-        hub.download(url, dest, progress=False)
-    assert isinstance(err.value, hub.DownloadError)
+    with pytest.raises(releases.OfflineError) as err:
+        releases.download(url, dest, progress=False)
+    assert isinstance(err.value, releases.DownloadError)
     msg = str(err.value)
     assert str(dest) in msg and url in msg and "ELMO_OFFLINE" in msg
 
@@ -293,33 +293,33 @@ def test_offline_missing(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_offline_cached(server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dest = env / "data.bin"
     url = server.url("/data.bin")
-    hub.download(url, dest, progress=False)
+    releases.download(url, dest, progress=False)
     server.close()
     monkeypatch.setenv("ELMO_OFFLINE", "1")
-    assert hub.download(url, dest, progress=False) == dest
+    assert releases.download(url, dest, progress=False) == dest
     # A file put in place by hand (no .sha256) is used as is when offline.
     manual = env / "manual.bin"
     manual.write_bytes(b"hand-made")
-    assert hub.download("http://127.0.0.1:9/manual.bin", manual, progress=False) == manual
+    assert releases.download("http://127.0.0.1:9/manual.bin", manual, progress=False) == manual
 
 
 # --- resolve_released ------------------------------------------------------------------
 
 
-def serve_release(server: FileServer, model: hub.ReleasedModel) -> dict[str, bytes]:
+def serve_release(server: FileServer, model: releases.ReleasedModel) -> dict[str, bytes]:
     contents = {}
     for url, payload in ((model.options_url, b'{"lstm": {}}'), (model.weights_url, DATA)):
-        rel = url.removeprefix(hub.DEFAULT_BASE_URL)
+        rel = url.removeprefix(releases.DEFAULT_BASE_URL)
         server.files["/mirror" + rel] = payload
         contents[url.rsplit("/", 1)[-1]] = payload
     return contents
 
 
 def test_resolve_released(server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = hub.RELEASED_MODELS["small"]
+    model = releases.RELEASED_MODELS["small"]
     contents = serve_release(server, model)
     monkeypatch.setenv("ELMO_RELEASE_BASE_URL", server.url("/mirror/"))
-    options, weights = hub.resolve_released("small", progress=False)
+    options, weights = releases.resolve_released("small", progress=False)
     assert options == env / "small" / "elmo_2x1024_128_2048cnn_1xhighway_options.json"
     assert weights == env / "small" / "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
     for p in (options, weights):
@@ -332,24 +332,24 @@ def test_resolve_released(server: FileServer, env: Path, monkeypatch: pytest.Mon
     # Cached now: works offline without the server.
     server.close()
     monkeypatch.setenv("ELMO_OFFLINE", "1")
-    assert hub.resolve_released("small", progress=False) == (options, weights)
+    assert releases.resolve_released("small", progress=False) == (options, weights)
 
 
 def test_resolve_released_offline_names_path(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ELMO_OFFLINE", "1")
-    with pytest.raises(hub.OfflineError) as err:
-        hub.resolve_released("medium", progress=False)
+    with pytest.raises(releases.OfflineError) as err:
+        releases.resolve_released("medium", progress=False)
     msg = str(err.value)
     assert str(env / "medium" / "elmo_2x2048_256_2048cnn_1xhighway_options.json") in msg
-    assert hub.RELEASED_MODELS["medium"].options_url in msg
+    assert releases.RELEASED_MODELS["medium"].options_url in msg
 
 
 def test_resolve_unknown_name() -> None:
     with pytest.raises(ValueError) as err:
-        hub.resolve_released("huge")
+        releases.resolve_released("huge")
     msg = str(err.value)
     assert "'huge'" in msg
-    for name in hub.RELEASED_MODELS:
+    for name in releases.RELEASED_MODELS:
         assert name in msg
     assert not isinstance(err.value, KeyError)
 
@@ -364,9 +364,9 @@ def test_released_name_downloads_and_embeds(
 
     model = random_bilm(seed=31)
     options, weights = save_bilm_tf(model, tmp_path / "made")
-    release = hub.RELEASED_MODELS["medium"]
+    release = releases.RELEASED_MODELS["medium"]
     for url, path in ((release.options_url, options), (release.weights_url, weights)):
-        server.files["/mirror" + url.removeprefix(hub.DEFAULT_BASE_URL)] = path.read_bytes()
+        server.files["/mirror" + url.removeprefix(releases.DEFAULT_BASE_URL)] = path.read_bytes()
     monkeypatch.setenv("ELMO_RELEASE_BASE_URL", server.url("/mirror/"))
     got = Embedder.from_pretrained("medium").embed_sentence(["river", "bank"])
     expected = Embedder(model).embed_sentence(["river", "bank"])

@@ -17,8 +17,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.errors import ElmoError
+from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
 
 INDEX = "sentence_to_index"
 # A shard keeps its run's identity attributes (input and model digests, settings) so that
