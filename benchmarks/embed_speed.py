@@ -39,11 +39,11 @@ CHILD = r"""
 import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
-from elmo.loading.resolve import load_bilm
+from elmo.loading import load_model
 model_dir, text, out, mode, threads = sys.argv[1:6]
 if int(threads):
     torch.set_num_threads(int(threads))
-embedder = Embedder(load_bilm(model_dir), quantize=None if mode == "fp32" else mode)
+embedder = Embedder(load_model(model_dir).bilm, quantize=None if mode == "fp32" else mode)
 start = time.perf_counter()
 embedder.embed_file(text, out, progress=False, overwrite=True)
 seconds = time.perf_counter() - start

@@ -68,7 +68,7 @@ from common import DATA, REPO, add_run_options, machine_info, open_text, results
 
 from elmo.cli.common import DefaultsHelpFormatter
 from elmo.errors import ElmoError
-from elmo.loading.resolve import load_bilm
+from elmo.loading import load_model
 from elmo.tasks.parallel import train_tasks
 from elmo.tasks.recipe import TaskConfig, train_task
 
@@ -357,7 +357,7 @@ def print_table(rows: dict[str, Any], columns: dict[str, Any]) -> None:
 
 def model_available(model: str) -> bool:
     try:
-        load_bilm(model, progress=False)
+        load_model(model, progress=False)
     except ElmoError:
         return False
     return True

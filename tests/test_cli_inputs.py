@@ -361,9 +361,9 @@ def test_errors_after_parsing_show_the_subcommands_usage(tmp_path, model_dir, ca
 def test_token_vector_does_not_depend_on_how_many_are_encoded_with_it():
     """The last bits of a token vector once depended on its group's size (1-15 rows take
     other kernels), which made resumed and sharded runs differ from one-process runs."""
-    from elmo.loading.resolve import load_bilm
+    from elmo import load_model
 
-    encoder = load_bilm("default").token_encoder
+    encoder = load_model("default").bilm.token_encoder
     words = [f"w{i}ord{'s' * (i % 11)}" for i in range(300)]
     ids = batch_to_ids([words])[0]
     with torch.inference_mode():

@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from elmo.cli import main
 from elmo.embed import Embedder
-from elmo.loading.resolve import recorded_tokenizer, shipped_model_dir
+from elmo.loading.resolve import resolve_model, shipped_model_dir
 from elmo.training.model_init import load_language_model
 from tests.conftest import REPO, require_shared
 
@@ -112,7 +112,7 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     tool.main()
     out = tmp_path / "pretrained" / "default-zh"
     card = json.loads((out / "card.json").read_text())
-    assert card["tokenizer"] == "chars" and recorded_tokenizer(out) == "chars"
+    assert card["tokenizer"] == "chars" and resolve_model(out).recorded_tokenizer() == "chars"
     assert "--train ../shared/zh/train.txt --out runs/zh " in card["command"]
     assert card["training"]["config"]["train"] == ["../shared/zh/train.txt"]
     curve = card["training"]["validation"]  # perplexity against minutes of training

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -224,12 +225,53 @@ def test_a_pickle_that_would_run_code_is_refused(tiny_efml, tmp_path):
     state["evil"] = Payload()
     bad = tiny_efml / "encoder.pkl"
     torch.save(state, bad, _use_new_zipfile_serialization=False)
-    with pytest.raises(EfmlFormatError, match="refused") as err:
-        load_efml(tiny_efml)
-    assert str(bad) in str(err.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning from torch before the refusal
+        with pytest.raises(EfmlFormatError, match="refused") as err:
+            load_efml(tiny_efml)
+    assert str(bad) in str(err.value) and "getattr" in str(err.value)
+    assert "weights_only" not in str(err.value)  # never a hint toward unsafe loading
     assert not marker.exists()
     torch.load(bad, weights_only=False)  # the file is a real attack: plain loading runs it
     assert marker.exists()
+
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1234\n"
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"hello\n", "not a torch file"),
+    (b"a\nb\n", "not a torch file"),
+    (b"", "is empty, not a torch file"),
+    (b"\x80", "truncated"),
+    (bytes(range(256)) * 4, "not a torch file"),
+    (b"<!DOCTYPE html><html><body>404 Not Found</body></html>", "HTML"),
+    (LFS_POINTER, "Git LFS pointer"),
+    ("half", "truncated"),
+])
+def test_a_file_that_is_no_torch_state_dict_is_named_as_such(tiny_efml, tmp_path, capsys,
+                                                              content, said):
+    pickle_file = tiny_efml / "token_embedder.pkl"
+    if content == "half":
+        content = pickle_file.read_bytes()[: pickle_file.stat().st_size // 2]
+    pickle_file.write_bytes(content)
+    (tmp_path / "in.txt").write_text("abc bad\n", encoding="utf-8")
+    for command in (["info", str(tiny_efml)],
+                    ["embed", str(tiny_efml), str(tmp_path / "in.txt"), str(tmp_path / "o.h5")]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"elmo: error: {pickle_file}") and said in err, err
+        assert "download or copy the model again" in err
+        for wrong in ("Traceback", "weights_only", "run code", "warning"):
+            assert wrong not in err, err
+    assert not (tmp_path / "o.h5").exists()
+
+
+def test_a_missing_network_config_is_named_once(tmp_path):
+    model = write_efml_dir(tmp_path / "m", config_path="cnn.json", network_file=False)
+    with pytest.raises(EfmlFormatError) as err:
+        load_efml(model)
+    assert str(err.value).count(str(model / "cnn.json")) == 1
 
 
 def test_missing_or_inconsistent_files_are_named(tiny_efml):
@@ -367,7 +409,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
-    from tests.test_hub import FileServer
+    from tests.test_releases import FileServer
 
     model = write_efml_dir(tmp_path / "made", config_path="/abs/path/of/authors/net.json")
     archive = _zip_of(model)  # files at the archive's top level, as on NLPL
@@ -391,7 +433,7 @@ def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
 
 
 def test_efml_tar_archive_with_a_folder_and_a_resumed_download(tmp_path, cache, monkeypatch):
-    from tests.test_hub import FileServer
+    from tests.test_releases import FileServer
 
     model = write_efml_dir(tmp_path / "made", seed=3)
     archive = _tar_bz2_of(model, "zhs.model/")
@@ -446,11 +488,11 @@ def test_unsupported_networks_are_refused(tmp_path):
 
 
 def test_model_format_is_told_without_loading(tiny_efml, tmp_path):
-    from elmo.loading.resolve import model_format
-    assert model_format(tiny_efml) == "efml"
-    assert model_format("efml:zhs") == "efml"  # a released name: nothing is downloaded
-    assert model_format("default") == "native"
-    assert model_format("original") == "bilm-tf"
+    from elmo.loading.resolve import resolve_model
+    assert resolve_model(tiny_efml).format == "efml"
+    assert resolve_model("efml:zhs").format == "efml"  # a released name: nothing is downloaded
+    assert resolve_model("default").format == "native"
+    assert resolve_model("original").format == "bilm-tf"
 
 
 def test_vocab_to_cache_uses_the_models_own_token_ids(tiny_efml):

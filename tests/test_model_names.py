@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo import load_pretrained
+from elmo import load_model, load_pretrained
 from elmo.cli import main
 from elmo.errors import ElmoError
 from elmo.loading import resolve
@@ -17,9 +17,7 @@ from elmo.loading.formats import save_pretrained
 from elmo.loading.formats.bilm_tf import load_bilm_tf
 from elmo.loading.resolve import (
     ModelNotFoundError,
-    load_bilm,
-    model_directory,
-    recorded_tokenizer,
+    resolve_model,
     shipped_model_dir,
     shipped_models,
 )
@@ -54,10 +52,11 @@ def test_several_shipped_models_are_listed_and_loaded_by_name(shipped_root):
     expected = random_bilm(seed=1).state_dict()
     assert all(torch.equal(zh.state_dict()[k], expected[k]) for k in expected)
     assert set(extra) == {"softmax.weight", "softmax.bias"}
-    assert model_directory("default-zh") == shipped_root / "default-zh"
-    assert model_directory(None) == model_directory("default") == shipped_root / "default"
-    assert recorded_tokenizer("default-zh") == "chars"
-    assert recorded_tokenizer("default") == "whitespace"
+    assert resolve_model("default-zh").directory == shipped_root / "default-zh"
+    assert resolve_model(None).directory == resolve_model("default").directory \
+        == shipped_root / "default"
+    assert load_model("default-zh").tokenizer == "chars"
+    assert resolve_model("default").recorded_tokenizer() == "whitespace"
     lm, vocab = load_language_model("default-zh")
     torch.testing.assert_close(lm.softmax.bias, extra["softmax.bias"])
     assert vocab.words[3:] == ["的", "是"]
@@ -67,7 +66,7 @@ def test_a_missing_shipped_model_is_a_clear_error(shipped_root, tmp_path, capsys
     (shipped_root / "default-zh" / "model.safetensors").unlink()
     assert shipped_models() == ["default"]
     with pytest.raises(ModelNotFoundError, match=r"'default-zh'.*shipped model \(default\)"):
-        load_bilm("default-zh")
+        load_model("default-zh")
     with pytest.raises(ModelNotFoundError, match="no shipped model 'default-zh'"):
         shipped_model_dir("default-zh")
     src = tmp_path / "in.txt"
@@ -85,18 +84,18 @@ def test_an_existing_path_wins_over_a_name_and_a_file_is_refused(tmp_path, monke
     save_pretrained(random_bilm(seed=5), tmp_path / "small")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ELMO_OFFLINE", "1")  # "small" must not be downloaded
-    assert model_directory("small").resolve() == (tmp_path / "small").resolve()
-    assert torch.equal(load_bilm("small").token_encoder.projection.weight,
+    assert resolve_model("small").directory.resolve() == (tmp_path / "small").resolve()
+    assert torch.equal(load_model("small").bilm.token_encoder.projection.weight,
                        random_bilm(seed=5).token_encoder.projection.weight)
     (tmp_path / "file.txt").write_text("x")
     with pytest.raises(ModelNotFoundError, match="is a file"):
-        load_bilm("file.txt")
+        load_model("file.txt")
 
 
 def test_a_released_name_resolves_without_downloading_until_loaded(tmp_path, monkeypatch):
     monkeypatch.setenv("ELMO_OFFLINE", "1")
     monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "cache"))
-    assert model_directory("small") is None
+    assert resolve_model("small").paths == []  # nothing local yet
     with pytest.raises(ElmoError, match="softmax"):  # refused before any download
         load_language_model("small")
     assert not (tmp_path / "cache").exists()
@@ -118,7 +117,7 @@ def test_export_by_name_writes_the_vocabulary(tmp_path):
     shipped = shipped_model_dir()
     assert (tmp_path / "out/vocab.txt").read_bytes() == (shipped / "vocab.txt").read_bytes()
     exported = load_bilm_tf(tmp_path / "out/options.json", tmp_path / "out/weights.hdf5")
-    ours = load_bilm("default")
+    ours = load_model("default").bilm
     for name, tensor in ours.state_dict().items():
         torch.testing.assert_close(exported.state_dict()[name], tensor, msg=name)
 
@@ -140,7 +139,7 @@ def test_train_init_from_default_keeps_the_shipped_softmax(tmp_path):
     assert main(["train", "--train", str(tmp_path / "t.txt"), "--out", str(tmp_path / "run"),
                  "--init-from", "default", "--max-steps", "1", "--batch-size", "2",
                  "--unroll-steps", "5", "--quiet"]) == 0
-    trained = load_bilm(tmp_path / "run")
+    trained = load_model(tmp_path / "run").bilm
     assert trained.config.projection_dim == shipped.config.projection_dim
     assert np.isfinite(trained.token_encoder.projection.weight.detach().numpy()).all()
 

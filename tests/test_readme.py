@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,28 @@ def test_python_block_runs(name, number, block, tmp_path, monkeypatch):
     code = compile(block, f"{name} python block {number}", "exec")
     exec(code, {})
     exec(code, {})  # twice: a block must not fail on the outputs of its own first run
+
+
+def test_readme_first_example_then_its_shell_lines_run_in_one_directory(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A reader runs the first example's Python, then the `elmo` lines after it, in one place."""
+    from elmo.cli import main
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## A first example"):text.index("## Documentation")]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, flags=re.S | re.M)
+    lines = [line.split("#")[0] for info, block in blocks if not info
+             for line in block.splitlines() if line.startswith("elmo ")]
+    assert lines
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ELMO_OFFLINE", "1")
+    exec(compile(python_blocks(REPO / "README.md")[0], "README.md python block 1", "exec"), {})
+    for line in lines:
+        try:
+            status = main(shlex.split(line)[1:])
+        except SystemExit as exit_:  # --help
+            status = exit_.code
+        assert status == 0, (line, capsys.readouterr().err)
 
 
 def test_relative_links_resolve():

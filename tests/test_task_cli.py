@@ -115,13 +115,13 @@ def test_train_evaluate_predict(kind, elmo_at, tmp_path, tiny_model, capsys):
 def test_fine_tuned_bilm_is_saved_and_used(tmp_path, tiny_model, capsys):
     from safetensors.torch import load_file
 
-    from elmo.loading.resolve import load_bilm
+    from elmo import load_model
 
     args = task_args("classification", tmp_path, str(tiny_model), epochs=2) + ["--fine-tune"]
     assert main(args) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     saved = load_file(str(tmp_path / "run" / "model.safetensors"))
-    original = load_bilm(tiny_model).state_dict()
+    original = load_model(tiny_model).bilm.state_dict()
     # epochs 1-2 train the top one, then two biLM groups: the top LSTM layer moved, the
     # token encoder not yet
     top = [k for k in original if k.startswith("lstm.layers.1.")]

@@ -31,9 +31,10 @@ from elmo.config import BiLMConfig
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.embed import Embedder
 from elmo.io.atomic import atomic_write_text
+from elmo.loading import load_pretrained
 from elmo.loading.formats import save_pretrained
 from elmo.loading.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
-from elmo.loading.resolve import CARD_NAME, DEFAULT_MODEL, load_pretrained
+from elmo.loading.resolve import CARD_NAME, DEFAULT_MODEL
 from elmo.modules.language_model import resolve_softmax
 from elmo.tokenize import get_tokenizer
 from elmo.training.config import DEFAULT_LR, DEFAULT_PRESET

@@ -5,8 +5,8 @@ from elmo.chars import batch_to_ids
 from elmo.config import BiLMConfig
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
+from elmo.loading import LoadedModel, load_model, load_pretrained
 from elmo.loading.formats import load_bilm_tf, save_bilm_tf, save_pretrained
-from elmo.loading.resolve import load_pretrained
 from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, ScalarMix
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
@@ -21,12 +21,14 @@ __all__ = [
     "ElmoEmbedder",
     "ElmoError",
     "Embedder",
+    "LoadedModel",
     "ScalarMix",
     "TOKENIZER_NAMES",
     "Tokenizer",
     "batch_to_ids",
     "get_tokenizer",
     "load_bilm_tf",
+    "load_model",
     "load_pretrained",
     "save_bilm_tf",
     "save_pretrained",

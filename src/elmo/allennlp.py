@@ -18,8 +18,7 @@ import torch
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.loading.formats import allennlp as layout
-from elmo.loading.formats.bilm_tf import load_bilm_tf
-from elmo.loading.resolve import load_bilm
+from elmo.loading.load import load_model
 from elmo.modules import elmo as module_elmo
 from elmo.modules.bilm import BiLM
 
@@ -45,15 +44,16 @@ class Elmo(module_elmo.Elmo):
 
     @staticmethod
     def read_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
-        return load_bilm_tf(options_file, weight_file)
+        return load_model(options=options_file, weights=weight_file).bilm
 
     @classmethod
     def from_pretrained(
         cls, model: str | Path | None, num_output_representations: int, **kwargs
     ) -> Elmo:
-        """Elmo over any MODEL `elmo embed` takes: None/"default", a released name or a
-        model directory (ours or an official options/weights pair)."""
-        return cls(None, None, num_output_representations, module=load_bilm(model), **kwargs)
+        """Elmo over any MODEL `elmo.load_model` takes: None/"default", a released name or a
+        model directory (ours, ELMoForManyLangs or an official options/weights pair)."""
+        return cls(None, None, num_output_representations, module=load_model(model).bilm,
+                   **kwargs)
 
     def write_layout(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         if not isinstance(self._elmo_lstm, BiLM):

@@ -21,7 +21,8 @@ from elmo.io.atomic import claim_output
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import is_stdin, scan_input
 from elmo.io.textfile import read_lines as read_text_lines
-from elmo.loading.resolve import load_bilm, recorded_tokenizer
+from elmo.loading.load import load_model
+from elmo.loading.resolve import ModelFiles
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer, get_tokenizer
@@ -139,7 +140,9 @@ class Embedder:
             raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
         self.tokenizer = tokenizer
         # None: cuda if available, else cpu; int8 runs on the cpu.
-        self.device = resolve_device("cpu" if device is None and quantize else device)
+        quantization = quantize or model.quantization
+        self.device = resolve_device("cpu" if device is None and quantization else device)
+        check_quantize(quantization, self.device)
         self.model = model.to(self.device).eval().quantize_(quantize)
         self.model.stateful = stateful
         self.model.reset_states()
@@ -150,7 +153,7 @@ class Embedder:
     @classmethod
     def from_pretrained(
         cls,
-        model: str | Path | None = None,
+        model: str | Path | ModelFiles | None = None,
         *,
         options: str | Path | None = None,
         weights: str | Path | None = None,
@@ -158,14 +161,13 @@ class Embedder:
         quantize: str | None = None,
         **kwargs,
     ) -> Embedder:
-        """An Embedder for a released name, a model directory, or an options/weights pair;
-        with no argument, the small model that ships with the package. `tokenizer` defaults
-        to the one a run directory of `elmo train` records, else whitespace. `quantize`:
-        None (fp32) or "int8" (CPU only)."""
-        check_quantize(quantize)  # before loading: fail at once where int8 cannot run
-        tokenizer = tokenizer or recorded_tokenizer(model) or "whitespace"
-        return cls(load_bilm(model, options=options, weights=weights), tokenizer=tokenizer,
-                   quantize=quantize, **kwargs)
+        """An Embedder for any MODEL `elmo.load_model` takes (a released name, a model
+        directory, ...) or an options/weights pair; with no argument, the small model that
+        ships with the package. `tokenizer` defaults to the one the model records, else
+        whitespace. `quantize`: None (fp32) or "int8" (CPU only)."""
+        loaded = load_model(model, options=options, weights=weights, quantize=quantize)
+        return cls(loaded.bilm, tokenizer=tokenizer or loaded.tokenizer or "whitespace",
+                   **kwargs)
 
     @property
     def stateful(self) -> bool:

@@ -13,7 +13,6 @@ import torch
 from elmo import __version__
 from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
 from elmo.errors import ElmoError
-from elmo.loading.releases import DownloadError
 
 SUBCOMMANDS = {
     "embed": embed,
@@ -90,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("elmo: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
-    except (ElmoError, DownloadError, ValueError, OSError) as err:
+    except (ElmoError, ValueError, OSError) as err:
         if os.environ.get("ELMO_DEBUG"):
             raise
         print(f"elmo: error: {_describe(err)}", file=sys.stderr)

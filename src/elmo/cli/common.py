@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
 from elmo.tokenize import TOKENIZER_NAMES
+
+MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
+              "original-5.5B, efml:<lang> such as efml:zhs), or a directory: ours, an "
+              "ELMoForManyLangs model, or one holding an official options/weights pair")
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -34,3 +39,16 @@ def add_quantize(p: argparse.ArgumentParser) -> None:
                    help="int8: int8 weights and dynamically quantized activations on the CPU, "
                    "~2-4x faster for large models, vectors within ~1%% of fp32 (docs/speed.md). "
                    "Default: fp32")
+
+
+def add_official_pair(p: argparse.ArgumentParser) -> None:
+    """--options and --weights (AllenNLP's --options-file, --weight-file), instead of MODEL."""
+    p.add_argument("--options", "--options-file", dest="options",
+                   help="official options.json (with --weights, instead of MODEL)")
+    p.add_argument("--weights", "--weight-file", dest="weights",
+                   help="official weights.hdf5 (with --options)")
+
+
+def model_files(model: str | None, args: argparse.Namespace) -> ModelFiles:
+    """MODEL, or the pair --options/--weights, resolved (nothing is downloaded yet)."""
+    return resolve_model(model, options=args.options, weights=args.weights)

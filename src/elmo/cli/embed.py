@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from elmo.cli.common import add_overwrite, add_quantize, add_tokenizer
+from elmo.cli.common import (
+    MODEL_HELP,
+    add_official_pair,
+    add_overwrite,
+    add_quantize,
+    add_tokenizer,
+    model_files,
+)
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.io.textfile import ENCODING_ERRORS
 
@@ -23,21 +30,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         help="embed a text file (one tokenized sentence per line) into HDF5",
         description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
-        "MODEL is a released name (small, medium, original, original-5.5B, efml:<lang>), "
-        "'default', a directory in our format, an ELMoForManyLangs model directory, or a "
-        "directory holding one official options/weights pair; "
-        "or give --options and --weights instead. Work is saved in the directory OUTPUT.partial "
-        "and OUTPUT assembled from it; the same command resumes a killed run. An existing OUTPUT "
+        f"MODEL is {MODEL_HELP}; or give --options and --weights instead. Work is saved in "
+        "the directory OUTPUT.partial and OUTPUT assembled from it; the same command resumes a "
+        "killed run. An existing OUTPUT "
         "is replaced only with --overwrite; a missing directory is created. AllenNLP's "
         "`allennlp elmo` flags work too (--all/--top/--average, --options-file, --weight-file, "
         "--cuda-device, --forget-sentences, --use-sentence-keys); add --stateful for its "
         "numbers.",
     )
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
-    p.add_argument("--options", "--options-file", dest="options",
-                   help="official options.json (with --weights, instead of MODEL)")
-    p.add_argument("--weights", "--weight-file", dest="weights",
-                   help="official weights.hdf5 (with --options)")
+    add_official_pair(p)
     layers = p.add_mutually_exclusive_group()
     layers.add_argument("--layers", choices=LAYER_MODES, default="all",
                         help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.cuda_device is not None:
         device = "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
     embedder = Embedder.from_pretrained(
-        model, options=args.options, weights=args.weights, device=device,
+        model_files(model, args), device=device,
         batch_size=args.batch_size, stateful=args.stateful,
         tokenizer=args.tokenizer, quantize=args.quantize,
     )

@@ -13,7 +13,8 @@ from elmo.cli.common import add_overwrite
 from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.loading.formats.bilm_tf import save_bilm_tf
 from elmo.loading.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
-from elmo.loading.resolve import CARD_NAME, load_bilm, model_vocab_file, recorded_tokenizer
+from elmo.loading.load import load_model
+from elmo.loading.resolve import CARD_NAME, resolve_model
 
 # The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
 FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}
@@ -41,14 +42,14 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    vocab = model_vocab_file(args.model)
-    tokenizer = recorded_tokenizer(args.model)
+    files = resolve_model(args.model).local()
+    vocab, tokenizer = files.vocab_file, files.recorded_tokenizer()
     names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ()) \
         + ((CARD_NAME,) if tokenizer is not None else ())
     model_path = [args.model] if Path(args.model).exists() else []
     with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
                       directory_of=names) as out_dir:
-        bilm = load_bilm(args.model)
+        bilm = load_model(files).bilm
         if args.format == "native":
             save_pretrained(bilm, out_dir)
         else:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from elmo.loading.resolve import load_pretrained, recorded_tokenizer, resolve_model
+from elmo.loading.load import load_model
 from elmo.modules.bilm import BiLM
 
 FORMAT_NAMES = {"native": "ours (config.json + model.safetensors)",
@@ -30,19 +30,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def describe(model: str) -> dict[str, Any]:
     """The facts `elmo info` prints about `model`, as a JSON-ready dict."""
-    files = resolve_model(model)
-    bilm, extra = load_pretrained(model, progress=False)
-    paths = [files.directory or files.efml] if files.format != "bilm-tf" else \
-        [files.options, files.weights]
-    tokenizer = recorded_tokenizer(model)
+    loaded = load_model(model, progress=False)
+    extra = loaded.extra
     return {
         "model": model,
-        "format": files.format,
-        "loaded_from": [str(p) for p in paths],
-        "architecture": architecture(bilm),
+        "format": loaded.format,
+        "loaded_from": [str(p) for p in loaded.files.paths],
+        "architecture": architecture(loaded.bilm),
         "softmax_rows": int(extra["softmax.weight"].shape[0]) if "softmax.weight" in extra
         else None,
-        "tokenizer": tokenizer,
+        "tokenizer": loaded.tokenizer,
     }
 
 

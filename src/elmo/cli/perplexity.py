@@ -11,7 +11,7 @@ from elmo.cli.common import add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
-from elmo.loading.resolve import recorded_tokenizer
+from elmo.loading.resolve import resolve_model
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -38,9 +38,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
-    lm, vocab = load_language_model(args.model)
+    files = resolve_model(args.model)
+    lm, vocab = load_language_model(files)
     lm.to(resolve_device(args.device))
-    tokenizer = args.tokenizer or recorded_tokenizer(args.model) or "whitespace"
+    tokenizer = args.tokenizer or files.recorded_tokenizer() or "whitespace"
     sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
     totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)

@@ -6,10 +6,10 @@ import argparse
 import sys
 from dataclasses import fields
 
-from elmo.cli.common import add_quantize, add_tokenizer
+from elmo.cli.common import MODEL_HELP, add_official_pair, add_quantize, add_tokenizer, model_files
 from elmo.embed import LAYER_MODES
 from elmo.extras import import_extra
-from elmo.loading.resolve import DEFAULT_MODEL, model_format
+from elmo.loading.resolve import DEFAULT_MODEL
 from elmo.serve.limits import ServeLimits
 
 USAGE = """elmo serve [options] [MODEL]
@@ -20,8 +20,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         usage=USAGE,
         help="serve contextual vectors over HTTP (TEI's routes and OpenAI's /v1/embeddings)",
-        description="Serve MODEL (default: the shipped model; else a released name, a "
-        "directory in our format, or a directory with one official options/weights pair) "
+        description=f"Serve MODEL (default: the shipped model; else {MODEL_HELP}) "
         "over HTTP: POST /embed_all (token vectors), /embed (one vector per input), "
         "/v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
         "(Prometheus). Concurrent requests are embedded together. The model loads after the "
@@ -31,8 +30,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help=f"model name or directory (default: {DEFAULT_MODEL})")
-    p.add_argument("--options", help="official options.json (with --weights, instead of MODEL)")
-    p.add_argument("--weights", help="official weights.hdf5 (with --options)")
+    add_official_pair(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; 0.0.0.0 for every interface (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port (default 8080)")
@@ -51,8 +49,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if (args.options is None) != (args.weights is None) or (args.options and args.model):
-        parser.error("give MODEL, or both --options and --weights")
+    files = model_files(args.model, args)  # a MODEL that names nothing fails before serving
     for module in ("fastapi", "uvicorn", "prometheus_client", "orjson"):
         import_extra(module, "elmo serve")
     from elmo.embed import Embedder
@@ -61,29 +58,25 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.serve.server import run as run_server
 
     limits = ServeLimits(**{limit.name: getattr(args, limit.name) for limit in fields(ServeLimits)})
-    name = args.options or args.model or DEFAULT_MODEL
-    fmt = "bilm-tf" if args.options is not None else model_format(args.model)
 
     def load() -> Embedder:
-        return Embedder.from_pretrained(args.model, options=args.options, weights=args.weights,
-                                        device=args.device, tokenizer=args.tokenizer,
-                                        quantize=args.quantize,
-                                        max_tokens=limits.max_batch_tokens)
+        return Embedder.from_pretrained(files, device=args.device, tokenizer=args.tokenizer,
+                                        quantize=args.quantize, max_tokens=limits.max_batch_tokens)
 
     failures: list[Exception] = []
 
     def on_ready(embedder: Embedder) -> None:
-        print(f"elmo: ready: {name} on {embedder.device}", file=sys.stderr, flush=True)
+        print(f"elmo: ready: {files.name} on {embedder.device}", file=sys.stderr, flush=True)
 
     def on_failure(err: Exception) -> None:
         failures.append(err)
         server.should_exit = True
 
     sock = bind(args.host, args.port)
-    app = create_app(load, model_name=name, model_format=fmt, layers=args.layers,
+    app = create_app(load, model_name=files.name, model_format=files.format, layers=args.layers,
                      limits=limits, on_ready=on_ready, on_failure=on_failure)
     server = make_server(app, access_log=args.access_log)
-    print(f"elmo: serving {name} on {address(sock)} (loading the model: GET /health answers "
+    print(f"elmo: serving {files.name} on {address(sock)} (loading the model: GET /health answers "
           "200 when it is ready)", file=sys.stderr, flush=True)
     run_server(server, sock)
     if failures:

@@ -39,6 +39,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from elmo.errors import ElmoError
+
 __all__ = [
     "DEFAULT_BASE_URL",
     "EFML_RELEASES",
@@ -66,7 +68,7 @@ _USER_AGENT = "elmo-bilm (+python urllib)"
 _TRUE = {"1", "true", "yes", "on"}
 
 
-class DownloadError(RuntimeError):
+class DownloadError(ElmoError):
     """A file could not be downloaded (network failure, bad size or checksum, ...)."""
 
 

@@ -1,6 +1,6 @@
-"""Find and load a biLM by name or path: shipped models, released models, directories.
+"""Which files a MODEL names, and in which format: the one resolver of model names.
 
-One resolver serves every command and loader. A model is named by
+A model is named by
 
 - a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
   `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs model directory
@@ -9,36 +9,37 @@ One resolver serves every command and loader. A model is named by
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
-  the ELMoForManyLangs models), downloaded on first use.
+  the ELMoForManyLangs models), downloaded on first use;
+- or, instead of a MODEL, an official options/weights pair given as two files.
+
+`resolve_model` decides the source and format without downloading anything;
+`ModelFiles.local` brings a released model's files into the cache. `elmo.loading.load` reads
+them. A new source of models is one branch in each of the two.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import torch
-
 from elmo.errors import ElmoError
-from elmo.loading.formats.bilm_tf import load_bilm_tf
 from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
-from elmo.loading.formats.efml import is_efml_dir, load_efml
+from elmo.loading.formats.efml import is_efml_dir
 from elmo.loading.formats.native import (
     CONFIG_NAME,
     RUN_NAME,
     VOCAB_NAME,
     WEIGHTS_NAME,
     is_native_dir,
-    load_native,
 )
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
-from elmo.modules.bilm import BiLM
-from elmo.modules.quantize import check_quantize
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
+FORMATS = ("native", "efml", "bilm-tf")
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
                   f"({', '.join(EFML_FILES)}, word.dic), or exactly one options .json and one "
                   "weights .hdf5 (bilm-tf)")
@@ -75,25 +76,133 @@ def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """Where a model's weights are: our format's directory, an official pair, or an
-    ELMoForManyLangs directory."""
+    """A resolved MODEL: its format ("native", "efml" or "bilm-tf"), where it comes from
+    (`source`: "path", "shipped", "release", "efml-release" or "files") and, once on this
+    machine, where its files are: `directory` (the model's directory; for an official pair,
+    the directory holding it, which may record its tokenizer), `options` and `weights` (the
+    official pair's two files)."""
 
-    directory: Path | None = None  # our format (may hold the softmax and vocab.txt)
+    name: str
+    format: str
+    source: str
+    directory: Path | None = None
     options: Path | None = None
     weights: Path | None = None
-    efml: Path | None = None
 
     @property
-    def format(self) -> str:
-        """"native", "efml" or "bilm-tf"."""
-        return "native" if self.directory else "efml" if self.efml else "bilm-tf"
+    def paths(self) -> list[Path]:
+        """The files or directory the weights are read from."""
+        if self.format == "bilm-tf":
+            return [p for p in (self.options, self.weights) if p is not None]
+        return [self.directory] if self.directory is not None else []
+
+    def local(self, *, progress: bool = True) -> ModelFiles:
+        """These files on this machine: a released model is downloaded into the cache on
+        first use (a progress bar unless `progress` is False)."""
+        if self.paths:
+            return self
+        if self.source == "release":
+            options, weights = resolve_released(self.name, progress=progress)
+            return dataclasses.replace(self, directory=options.parent, options=options,
+                                       weights=weights)
+        if self.source == "efml-release":
+            return dataclasses.replace(self, directory=resolve_efml(self.name,
+                                                                    progress=progress))
+        return self
+
+    @property
+    def vocab_file(self) -> Path | None:
+        """The `vocab.txt` stored with a model in our format (the softmax's rows), if any."""
+        if self.format != "native" or self.directory is None:
+            return None
+        vocab = self.directory / VOCAB_NAME
+        return vocab if vocab.is_file() else None
+
+    def recorded_tokenizer(self) -> str | None:
+        """The tokenizer the model was trained with, as its directory records it: `run.json`
+        of an `elmo train` run, or the `card.json` of a shipped or exported model (an official
+        pair's directory too); None when nothing is recorded (or the files are not local)."""
+        if self.directory is None:
+            return None
+        for record, keys in ((self.directory / RUN_NAME, ("config", "tokenizer")),
+                             (self.directory / CARD_NAME, ("tokenizer",))):
+            if record.is_file():
+                try:
+                    value = json.loads(record.read_text(encoding="utf-8"))
+                    for key in keys:
+                        value = value[key]
+                    return value
+                except (ValueError, KeyError, TypeError) as err:
+                    raise ElmoError(f"{record} does not record the tokenizer ({err!r}); pass "
+                                    "--tokenizer") from None
+        return None
 
 
-def find_official_pair(
-    directory: Path, choose: str = "Pass --options and --weights to choose."
-) -> tuple[Path, Path]:
-    """The one options .json and one weights .hdf5 in a directory; `choose` ends the error
-    message when there are none or several (how the caller's user picks a pair)."""
+def check_model_args(model: str | Path | None, options: str | Path | None,
+                     weights: str | Path | None) -> None:
+    """A MODEL, or an official pair as both `options` and `weights`: not both, not half."""
+    if (options is None) != (weights is None) or (options is not None and model is not None):
+        raise ElmoError("give a MODEL, or both --options and --weights (an official bilm-tf "
+                        "pair) instead of it")
+
+
+def resolve_model(
+    model: str | Path | ModelFiles | None = None,
+    *,
+    options: str | Path | None = None,
+    weights: str | Path | None = None,
+) -> ModelFiles:
+    """The source and format of `model` (see the module docstring; None: `default`), or of
+    the official pair `options` + `weights`; a ModelFiles is returned as it is. Nothing is
+    downloaded: call `.local()` on the result for the files."""
+    check_model_args(model, options, weights)
+    if isinstance(model, ModelFiles):
+        return model
+    if options is not None and weights is not None:
+        return ModelFiles(str(options), "bilm-tf", "files", options=Path(options),
+                          weights=Path(weights))
+    name = DEFAULT_MODEL if model is None else str(model)
+    path = Path(name)
+    if model is not None and path.exists():
+        return ModelFiles(name, _format_of_directory(path), "path", directory=path,
+                          **_pair_of(path))
+    if name in RELEASED_MODELS:
+        return ModelFiles(name, "bilm-tf", "release")
+    if name in EFML_RELEASES:
+        return ModelFiles(name, "efml", "efml-release")
+    if name in shipped_models():
+        return ModelFiles(name, "native", "shipped", directory=shipped_model_dir(name))
+    raise ModelNotFoundError(
+        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
+        f"efml:<lang> such as efml:zhs, efml:en), a shipped model "
+        f"({', '.join(shipped_models()) or 'none'}), nor a model directory ({FORMATS_NEEDED})"
+    )
+
+
+def _format_of_directory(path: Path) -> str:
+    """The format of the model directory `path`; an error for a file or a task run."""
+    if not path.is_dir():
+        raise ModelNotFoundError(f"model {str(path)!r} is a file; give its directory: "
+                                 f"{FORMATS_NEEDED}")
+    if is_task_run(path):
+        raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
+                        "the biLM it was trained with (its config.json says which, under "
+                        "task.elmo)")
+    if is_native_dir(path):
+        return "native"
+    return "efml" if is_efml_dir(path) else "bilm-tf"
+
+
+def _pair_of(directory: Path) -> dict[str, Path]:
+    """The official pair in `directory` as ModelFiles fields; none for other formats."""
+    if is_native_dir(directory) or is_efml_dir(directory):
+        return {}
+    options, weights = find_official_pair(directory)
+    return {"options": options, "weights": weights}
+
+
+def find_official_pair(directory: Path) -> tuple[Path, Path]:
+    """The one options .json and one weights .hdf5 in a directory."""
     options = sorted(p for p in directory.glob("*.json")
                      if p.name not in (CONFIG_NAME, CARD_NAME, RUN_NAME))
     weights = sorted(directory.glob("*.hdf5")) + sorted(directory.glob("*.h5"))
@@ -101,33 +210,8 @@ def find_official_pair(
         return options[0], weights[0]
     raise ElmoError(
         f"{directory} is no model directory: it should hold {FORMATS_NEEDED}; found options "
-        f"{[p.name for p in options]} and weights {[p.name for p in weights]}. {choose}"
-    )
-
-
-def model_directory(model: str | Path | None) -> Path | None:
-    """Our-format directory that `model` names (a path or a shipped name), without
-    downloading; None for a released name or a directory holding an official pair."""
-    path = Path(model) if model is not None else None
-    if path is not None and path.exists():
-        if not path.is_dir():
-            raise ModelNotFoundError(
-                f"model {str(model)!r} is a file; give its directory: {FORMATS_NEEDED}"
-            )
-        if is_task_run(path):
-            raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
-                            "the biLM it was trained with (its config.json says which, under "
-                            "task.elmo)")
-        return path if is_native_dir(path) else None
-    name = DEFAULT_MODEL if model is None else str(model)
-    if name in RELEASED_MODELS or name in EFML_RELEASES:
-        return None
-    if name in shipped_models():
-        return shipped_model_dir(name)
-    raise ModelNotFoundError(
-        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
-        f"efml:<lang> such as efml:zhs, efml:en), a shipped model "
-        f"({', '.join(shipped_models()) or 'none'}), nor a model directory ({FORMATS_NEEDED})"
+        f"{[p.name for p in options]} and weights {[p.name for p in weights]}. Give the two "
+        "files with --options and --weights, or put one pair in a directory of its own."
     )
 
 
@@ -138,93 +222,3 @@ def is_task_run(directory: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(saved, dict) and "task" in saved
-
-
-def model_format(model: str | Path | None) -> str:
-    """"native", "efml" or "bilm-tf": the format of `model`, without downloading it (a name
-    that names no model is a ModelNotFoundError, as in `model_directory`)."""
-    return "native" if model_directory(model) is not None else _other_format(model)
-
-
-def _other_format(model: str | Path | None) -> str:
-    """"efml" or "bilm-tf" for a model that `model_directory` found not in our format."""
-    path = Path(str(model))
-    if path.exists():
-        return "efml" if is_efml_dir(path) else "bilm-tf"
-    return "bilm-tf" if str(model) in RELEASED_MODELS else "efml"  # a released name
-
-
-def resolve_model(model: str | Path | None = None, *, progress: bool = True) -> ModelFiles:
-    """The files of `model` (see the module docstring), downloading a released model."""
-    directory = model_directory(model)
-    if directory is not None:
-        return ModelFiles(directory=directory)
-    path = Path(str(model))
-    if _other_format(model) == "efml":
-        return ModelFiles(efml=path if path.exists() else resolve_efml(str(model),
-                                                                       progress=progress))
-    if path.exists():
-        return ModelFiles(None, *find_official_pair(path))
-    return ModelFiles(None, *resolve_released(str(model), progress=progress))
-
-
-def load_pretrained(
-    model: str | Path | None = None, *, progress: bool = True
-) -> tuple[BiLM, dict[str, torch.Tensor]]:
-    """A biLM in eval mode and the other tensors stored with it (such as `softmax.weight`;
-    none for official files). `model`: a name or path as in the module docstring."""
-    files = resolve_model(model, progress=progress)
-    if files.directory is not None:
-        return load_native(files.directory)
-    if files.efml is not None:
-        return load_efml(files.efml), {}
-    return load_bilm_tf(files.options, files.weights), {}
-
-
-def load_bilm(
-    model: str | Path | None = None,
-    *,
-    options: str | Path | None = None,
-    weights: str | Path | None = None,
-    progress: bool = True,
-    quantize: str | None = None,
-) -> BiLM:
-    """Load a biLM in eval mode: `model` as in the module docstring (None: `default`), or an
-    official `options`/`weights` pair; `quantize="int8"` for int8 CPU inference (see
-    `BiLM.quantize_`)."""
-    check_quantize(quantize)  # before loading: a platform without the kernels fails at once
-    if options is not None or weights is not None:
-        if options is None or weights is None or model is not None:
-            raise ElmoError("give both --options and --weights, and no model name")
-        return load_bilm_tf(options, weights).quantize_(quantize)
-    return load_pretrained(model, progress=progress)[0].quantize_(quantize)
-
-
-def model_vocab_file(model: str | Path | None) -> Path | None:
-    """The `vocab.txt` stored with `model`, if it has one."""
-    directory = model_directory(model)
-    vocab = directory / VOCAB_NAME if directory is not None else None
-    return vocab if vocab is not None and vocab.is_file() else None
-
-
-def recorded_tokenizer(model: str | Path | None) -> str | None:
-    """The tokenizer `model` was trained with, as recorded in its directory: `run.json` of an
-    `elmo train` run, or the `card.json` of a shipped or exported model (an official pair's
-    directory too); None when nothing is recorded."""
-    directory = model_directory(model)
-    if directory is None and model is not None and Path(model).is_dir():
-        directory = Path(model)
-    if directory is None:
-        return None
-    for record, keys in ((directory / RUN_NAME, ("config", "tokenizer")),
-                         (directory / CARD_NAME, ("tokenizer",))):
-        if record.is_file():
-            try:
-                value = json.loads(record.read_text(encoding="utf-8"))
-                for key in keys:
-                    value = value[key]
-                return value
-            except (ValueError, KeyError, TypeError) as err:
-                raise ElmoError(f"{record} does not record the tokenizer ({err!r}); pass "
-                                "--tokenizer") from None
-    return None

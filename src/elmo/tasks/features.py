@@ -26,8 +26,8 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
 from elmo.io.hdf5_output import PartialOutput, write_index
+from elmo.loading.load import load_model
 from elmo.loading.releases import cache_dir as model_cache_dir
-from elmo.loading.resolve import load_bilm
 from elmo.modules.bilm import BiLM, model_identity
 
 FORMAT_VERSION = "2"
@@ -133,7 +133,7 @@ def cached_layers(
     """
     if dtype not in STORAGE_DTYPES:
         raise ElmoError(f"feature cache dtype must be one of {STORAGE_DTYPES}, got {dtype!r}")
-    bilm = model if isinstance(model, BiLM) else load_bilm(model, progress=progress)
+    bilm = model if isinstance(model, BiLM) else load_model(model, progress=progress).bilm
     key = cache_key(bilm, sentences, dtype)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = directory / f"{key}.hdf5"

@@ -28,7 +28,8 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError, InputFileError, raise_failed
 from elmo.io.atomic import atomic_write_text, output_lock
 from elmo.loading.formats.native import is_native_dir
-from elmo.loading.resolve import find_official_pair, is_task_run, load_bilm, recorded_tokenizer
+from elmo.loading.load import load_model
+from elmo.loading.resolve import find_official_pair, is_task_run, resolve_model
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parse_mode
@@ -120,7 +121,7 @@ class TaskConfig:
         if self.task in TASKS and self.metric is None:
             self.metric = TASKS[self.task].default_metric(self)
         if self.tokenizer is None:  # as `elmo embed`: the tokenizer the biLM was trained with
-            recorded = recorded_tokenizer(self.elmo) if self.elmo and \
+            recorded = resolve_model(self.elmo).recorded_tokenizer() if self.elmo and \
                 self.format in ("label-text", "tsv", "squad") else None
             self.tokenizer = recorded or "whitespace"
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
@@ -225,8 +226,8 @@ class Run:
         self.kind = TASKS[config.task]
         self.label_index = {label: i for i, label in enumerate(labels)}
         self.device = resolve_device(config.device)
-        self.bilm = load_bilm(config.elmo, progress=config.progress,
-                              quantize=config.quantize) if config.elmo else None
+        self.bilm = load_model(config.elmo, progress=config.progress,
+                               quantize=config.quantize).bilm if config.elmo else None
         elmo_dim = self.bilm.config.output_dim if self.bilm is not None else 0
         self.model_config = self.kind.model_config(**model_config or dict(
             vocab_size=len(vocab), embedding_dim=config.embedding_dim,
@@ -367,7 +368,7 @@ def compute_features(config: TaskConfig) -> None:
     if config.elmo is None or config.fine_tune:
         return
     train_all, dev, test, _ = read_splits(config)
-    bilm = load_bilm(config.elmo, progress=config.progress, quantize=config.quantize)
+    bilm = load_model(config.elmo, progress=config.progress, quantize=config.quantize).bilm
     for examples in (train_all, dev, test or []):
         if examples:
             feature_store(bilm, examples, config).close()

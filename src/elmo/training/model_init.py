@@ -21,10 +21,9 @@ import torch
 
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
-from elmo.loading.formats.bilm_tf import load_bilm_tf
-from elmo.loading.formats.efml import is_efml_dir
-from elmo.loading.formats.native import VOCAB_NAME, load_native
-from elmo.loading.resolve import find_official_pair, load_bilm, model_directory
+from elmo.loading.formats.native import VOCAB_NAME
+from elmo.loading.load import load_model
+from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.training.config import DEFAULT_PRESET, TrainConfig
@@ -42,24 +41,18 @@ class InitSource:
     vocab: Vocabulary | None = None
 
 
-def load_init_source(spec: str | Path) -> InitSource:
-    """Our model directory or a shipped name (softmax and vocab kept), or anything
-    `load_bilm` accepts."""
-    path = model_directory(spec)
-    if path is None and Path(spec).is_dir() and not is_efml_dir(spec):  # an official pair
-        choose = "Put the pair to continue from in a directory of its own for --init-from."
-        return InitSource(load_bilm_tf(*find_official_pair(Path(spec), choose)))
-    if path is None:
-        return InitSource(load_bilm(spec))
-    bilm, extra = load_native(path)
-    vocab = Vocabulary.from_file(path / VOCAB_NAME) if (path / VOCAB_NAME).is_file() else None
+def load_init_source(model: str | Path | ModelFiles) -> InitSource:
+    """Any MODEL `load_model` takes, with its softmax and vocabulary when it has them (our
+    format, as `elmo train` writes it, or a shipped name)."""
+    loaded = load_model(model)
+    vocab = Vocabulary.from_file(loaded.files.vocab_file) if loaded.files.vocab_file else None
     softmax = None
-    if "softmax.weight" in extra and "softmax.bias" in extra:
-        softmax = (extra["softmax.weight"], extra["softmax.bias"])
+    if "softmax.weight" in loaded.extra and "softmax.bias" in loaded.extra:
+        softmax = (loaded.extra["softmax.weight"], loaded.extra["softmax.bias"])
         if vocab is not None and len(vocab) != len(softmax[1]):
-            raise ValueError(f"{path}: {VOCAB_NAME} has {len(vocab)} words but the softmax "
+            raise ValueError(f"{loaded.files.vocab_file} has {len(vocab)} words but the softmax "
                              f"has {len(softmax[1])} rows")
-    return InitSource(bilm, softmax, vocab)
+    return InitSource(loaded.bilm, softmax, vocab)
 
 
 @torch.no_grad()
@@ -104,12 +97,15 @@ def build_language_model(config: TrainConfig, vocab: Vocabulary) -> BiLanguageMo
     return lm
 
 
-def load_language_model(model_dir: str | Path) -> tuple[BiLanguageModel, Vocabulary]:
+def load_language_model(
+    model: str | Path | ModelFiles,
+) -> tuple[BiLanguageModel, Vocabulary]:
     """A model written by `elmo train` or a shipped name, with its softmax and vocabulary."""
-    source = load_init_source(model_dir) if model_directory(model_dir) is not None else None
+    files = resolve_model(model)
+    source = load_init_source(files) if files.format == "native" else None
     if source is None or source.softmax is None or source.vocab is None:
         raise ElmoError(
-            f"{model_dir} is not a model with a softmax and vocabulary: perplexity needs a "
+            f"{model} is not a model with a softmax and vocabulary: perplexity needs a "
             "model directory written by `elmo train` (model.safetensors with softmax.* "
             f"tensors, {VOCAB_NAME}) or a shipped model name; released, bilm-tf and "
             "ELMoForManyLangs models ship without their softmax"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +88,15 @@ def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
         raise EfmlFormatError(f"{model_dir / CONFIG_NAME} has no config_path naming the "
                               "network config")
     name = os.path.basename(given.replace("\\", "/"))
-    for candidate in (model_dir / given, model_dir / name):
+    candidates = list(dict.fromkeys((model_dir / given, model_dir / name)))
+    for candidate in candidates:
         if candidate.is_file():
             return _read_json(candidate), str(candidate)
     if name in BUNDLED_CONFIGS:
         return BUNDLED_CONFIGS[name], f"bundled {name}"
     raise EfmlFormatError(
         f"{model_dir / CONFIG_NAME}: its config_path {given!r} names no file: not "
-        f"{model_dir / given}, not {model_dir / name}, and not a config the package bundles "
+        f"{', not '.join(map(str, candidates))}, and not a config the package bundles "
         f"({', '.join(BUNDLED_CONFIGS)}); put the network config in {model_dir}"
     )
 
@@ -170,22 +173,64 @@ def read_dic(path: Path) -> list[str]:
 
 
 def load_state(path: Path) -> dict[str, torch.Tensor]:
-    """A `torch.save`d state dict, read with weights_only=True: tensors only, no code."""
+    """A `torch.save`d state dict, read with weights_only=True: tensors only, no code. A file
+    that is no torch file at all (empty, text, an HTML page, a Git LFS pointer) is named as
+    such before torch reads it."""
     if not path.is_file():
         raise EfmlFormatError(f"{path} is missing (an ELMoForManyLangs model directory needs "
                               f"{', '.join(REQUIRED_FILES)})")
+    with path.open("rb") as f:
+        head = f.read(len(_LEGACY_TORCH_MAGIC))
+    if not head or (not head.startswith((_ZIP_MAGIC, _LEGACY_TORCH_MAGIC))
+                    and _LEGACY_TORCH_MAGIC[: len(head)] != head):  # (or cut inside its magic)
+        raise EfmlFormatError(f"{path} is {_what_it_is(path, head)}, not a torch file: "
+                              "download or copy the model again")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's warnings repeat what the error says
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        raise EfmlFormatError(
-            f"{path}: refused: it is not a plain state dict of tensors, and loading it would "
-            f"run code from the file ({str(err).splitlines()[0]})") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        raise EfmlFormatError(f"{path} is not a readable torch state dict: {err}") from err
+        code = re.search(r"GLOBAL ([\w.]+)", str(err))
+        if code and not code.group(1).startswith("torch."):
+            raise EfmlFormatError(
+                f"{path}: refused: it is not a plain state dict of tensors; loading it would "
+                f"run code from the file ({code.group(1)}). Get the model from its "
+                "original source") from None
+        reason = f"it names {code.group(1)}" if code else "its pickle data cannot be read"
+        raise EfmlFormatError(_damaged(path, reason)) from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError) as err:
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else \
+            f"{type(err).__name__}: it ends too early"
+        raise EfmlFormatError(_damaged(path, reason)) from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
                                               for v in state.values()):
         raise EfmlFormatError(f"{path} should hold a state dict (names -> tensors)")
     return state
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save since PyTorch 1.6
+# torch.save before 1.6 (the 2018 releases): pickle protocol 2, then torch's magic number.
+_LEGACY_TORCH_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def _what_it_is(path: Path, head: bytes) -> str:
+    """What a file that does not start as a torch file is, for an error message."""
+    with path.open("rb") as f:
+        start = f.read(512).lstrip()
+    if not start:
+        return "empty"
+    if start.startswith(b"version https://git-lfs"):
+        return "a Git LFS pointer (the model was cloned without `git lfs pull`)"
+    if start[:1] == b"<":
+        return "an HTML or XML page (a failed download?)"
+    if head.startswith(b"\x80"):
+        return "a Python pickle"
+    return "something else (its first bytes are " + repr(head[:8]) + ")"
+
+
+def _damaged(path: Path, reason: str) -> str:
+    return (f"{path} is a truncated or damaged torch file ({reason}): download or copy the "
+            "model again")
 
 
 def _take(state: dict[str, torch.Tensor], name: str, shape: tuple[int, ...], path: Path,
