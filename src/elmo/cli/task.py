@@ -13,17 +13,12 @@ from elmo.cli.common import DefaultsHelpFormatter, add_overwrite, add_quantize
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import ENCODING_ERRORS
 from elmo.modules.scalar_mix import MIX_MODES
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import FORMATS, SCHEMES
-from elmo.tasks.recipe import (
-    TASKS,
-    TaskConfig,
-    evaluate_run,
-    export_text,
-    predict_file,
-    train_task,
-)
+from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
+from elmo.tasks.registry import TASKS
 from elmo.tokenize import TOKENIZER_NAMES
 
 # the defaults of TaskConfig's optional fields, for the options and their help

@@ -36,6 +36,7 @@ from elmo.loading.formats.native import (
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_quantize
+from elmo.runs import TASK, run_kind
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
@@ -132,12 +133,8 @@ def model_directory(model: str | Path | None) -> Path | None:
 
 
 def is_task_run(directory: str | Path) -> bool:
-    """Whether `directory` is a run of `elmo task train` (its config.json records the task)."""
-    try:
-        saved = json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(saved, dict) and "task" in saved
+    """Whether `directory` is a run of `elmo task train` (its marker says so)."""
+    return run_kind(directory) == TASK
 
 
 def model_format(model: str | Path | None) -> str:
