@@ -46,22 +46,25 @@ def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
         finished = _finished_result(out, config)
         if finished is not None:
             return finished
+        # read the splits
         train_all, dev, _, labels = read_splits(config)
         sample = nested_sample(len(train_all), config.train_fraction, config.seed)
         kind = TASKS[config.task]
         notes = {"train": kind.data_notes(train_all), "dev": kind.data_notes(dev)}
+        # build the run: new, or the one its checkpoint resumes
         run = Run.start(config, build_vocab([train_all[i] for i in sample]), labels, notes)
         targets = run.targets(train_all)
         trained = [i for i in sample if targets[i] is not None]
         if not trained:
             raise ElmoError(f"{config.train}: no training example has a usable target (see "
                             "the data notes above)")
-        # the feature cache holds the whole training file; the sample is a subset of it
+        # fit (the feature cache holds the whole training file; the sample is a subset of it)
         result = fit(run, Encoded(train_all, run.vocab, targets, subset=trained), train_all,
                      dev)
         saved = saved_run(out)
         result.update(n_train=len(trained), **{k: saved[k] for k in ("data", "word_vectors")
                                                if saved.get(k)})
+        # test
         if config.test:
             result.update(_test_result(config))
         atomic_write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
