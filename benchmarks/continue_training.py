@@ -52,9 +52,9 @@ from common import (
 )
 
 from elmo.loading.formats.native import is_native_dir
+from elmo.optim.groups import layer_groups
+from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training import TrainConfig
-from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
-from elmo.training.groups import layer_groups
 from elmo.training.model_init import build_language_model, load_language_model
 from elmo.vocab import Vocabulary
 

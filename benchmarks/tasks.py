@@ -69,8 +69,9 @@ from common import DATA, REPO, add_run_options, machine_info, open_text, results
 from elmo.cli.common import DefaultsHelpFormatter
 from elmo.errors import ElmoError
 from elmo.loading import load_model
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import train_tasks
-from elmo.tasks.recipe import TaskConfig, train_task
+from elmo.tasks.recipe import train_task
 
 
 @dataclass
@@ -403,14 +404,15 @@ def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
     """Seconds of one training epoch of the EWT POS tagger (ELMo at the input, learned mix)
     over cached layers and over layers the biLM `model` recomputes for every batch."""
     from elmo.tasks.data import Encoded, build_labels, build_vocab
-    from elmo.tasks.recipe import Run, read_split
+    from elmo.tasks.recipe import read_split
+    from elmo.tasks.run import Run, resolve_config
 
     task = TASKS[1]
     files = task_files(task, args, work)
-    config = TaskConfig(task=task.task, format=task.format, train=str(files["train"]),
-                        dev=str(files["dev"]), out=str(work / "speed"), elmo=model,
-                        cache_dir=str(args.cache_dir), device="cpu", progress=False,
-                        **task.options)
+    config = resolve_config(TaskConfig(
+        task=task.task, format=task.format, train=str(files["train"]), dev=str(files["dev"]),
+        out=str(work / "speed"), elmo=model, cache_dir=str(args.cache_dir), device="cpu",
+        progress=False, **task.options))
     train = read_split(config, config.train)
     run = Run(config, build_vocab(train), build_labels(train))
     encoded = Encoded(train, run.vocab, run.targets(train))

@@ -17,8 +17,8 @@ from elmo.analysis.sample_efficiency import (
 )
 from elmo.cli import main
 from elmo.errors import ElmoError
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.data import nested_sample
-from elmo.tasks.recipe import TaskConfig
 from tests.conftest import random_bilm
 from tests.test_analysis_layer_weights import check_png, labelled_figures  # noqa: F401
 

@@ -25,7 +25,7 @@ from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
+from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.stream import TrainStream, batch_tensors
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary

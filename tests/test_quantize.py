@@ -23,7 +23,7 @@ from elmo.errors import ElmoError
 from elmo.modules import quantize
 from elmo.modules.bilm import model_identity
 from elmo.modules.quantize import Int8Linear, int8_matmul, quantize_columns
-from elmo.tasks.recipe import TaskConfig
+from elmo.tasks.config import TaskConfig
 from tests.conftest import random_bilm
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat", "."], ["北京", "欢迎", "你"], ["a"],

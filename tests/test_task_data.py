@@ -87,6 +87,16 @@ def test_splits_are_fixed_and_disjoint():
         nested_sample(10, 0.0, 0)
 
 
+def test_a_split_by_groups_keeps_each_group_on_one_side():
+    groups = [i // 4 for i in range(40)]  # ten groups of four
+    kept, held = held_out_split(40, 0.3, groups)
+    assert len(held) == 12 and len(kept) + len(held) == 40  # three whole groups
+    assert {groups[i] for i in kept}.isdisjoint(groups[i] for i in held)
+    assert held_out_split(40, 0.3, groups) == (kept, held)
+    with pytest.raises(ValueError, match=r"1 group\(s\) held out whole\) leaves none"):
+        held_out_split(5, 0.5, ["one passage"] * 5)
+
+
 def test_unseen_labels_are_counted_and_named_in_one_warning():
     dev = [TaggedSentence(["a", "b"], ["B-Y", "B-Y"], line=7),
            TaggedSentence(["c"], ["I-Z"], line=9)]

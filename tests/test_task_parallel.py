@@ -10,8 +10,8 @@ import pytest
 from elmo import save_pretrained
 from elmo.errors import ElmoError
 from elmo.tasks import parallel
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import train_tasks
-from elmo.tasks.recipe import TaskConfig
 from tests.conftest import random_bilm
 from tests.test_task_cli import pair_file, tagging_file
 

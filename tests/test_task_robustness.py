@@ -184,10 +184,10 @@ def test_unseen_labels_count_as_errors_in_accuracy(tmp_path, capsys):
 # ---- item 10: unfinished runs ----------------------------------------------------------------
 
 def test_evaluating_an_unfinished_run_warns(tmp_path, monkeypatch, capsys):
-    from elmo.tasks import loop
+    from elmo.tasks import run as task_run
 
     args = task_args("classification", tmp_path, "none", epochs=3) + ["--patience", "10"]
-    real, calls = loop._train_epoch, []
+    real, calls = task_run._train_epoch, []
 
     def interrupted(*a, **k):
         calls.append(1)
@@ -195,9 +195,9 @@ def test_evaluating_an_unfinished_run_warns(tmp_path, monkeypatch, capsys):
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(loop, "_train_epoch", interrupted)
+    monkeypatch.setattr(task_run, "_train_epoch", interrupted)
     assert main(args) == 130
-    monkeypatch.setattr(loop, "_train_epoch", real)
+    monkeypatch.setattr(task_run, "_train_epoch", real)
     capsys.readouterr()
     for argv in (["evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test")],
                  ["predict", str(tmp_path / "run"), str(tmp_path / "test"),

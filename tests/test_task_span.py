@@ -333,3 +333,43 @@ def test_a_run_keeps_its_model_config_when_defaults_change(tmp_path, monkeypatch
                         lambda self, config, labels: {"modelling_layers": 3})
     assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(train), "--quiet"]) == 0
     assert "squad-f1" in capsys.readouterr().out
+
+
+# ---- --dev-fraction holds out whole passages (issue 39, defect 8) ------------------------------
+
+def _held_out(tmp_path, data) -> tuple[list, list]:
+    from elmo.tasks.config import TaskConfig
+    from elmo.tasks.recipe import read_splits
+
+    config = TaskConfig(task="span", format="squad", train=str(write(tmp_path / "t.json", data)),
+                        dev=None, dev_fraction=0.3, out=str(tmp_path / "run"),
+                        tokenizer="whitespace")
+    train, dev, _, _ = read_splits(config)
+    return train, dev
+
+
+def test_dev_fraction_holds_out_whole_articles(tmp_path):
+    def paragraph(a: int, p: int) -> dict:
+        context = f"In year {a}{p} Anna went to Rome by train."
+        return {"context": context, "qas": [qa(f"{a}-{p}-{k}", f"Question {k}?",
+                                                ("Anna", context.index("Anna")))
+                                             for k in range(3)]}
+
+    articles = [{"title": f"article {a}", "paragraphs": [paragraph(a, p) for p in range(4)]}
+                for a in range(10)]
+    train, dev = _held_out(tmp_path, {"version": "1.1", "data": articles})
+    assert len(train) + len(dev) == 120 and 30 <= len(dev) <= 42  # 0.3 of 120, whole articles
+    assert all(q.spans == [(3, 3)] for q in train + dev)
+    assert {q.passage.context for q in train}.isdisjoint(q.passage.context for q in dev)
+    assert {q.title for q in train}.isdisjoint(q.title for q in dev)
+
+
+def test_dev_fraction_holds_out_whole_passages_of_one_article(tmp_path):
+    train, dev = _held_out(tmp_path, squad_json([
+        (f"Passage {p}: Anna went to Rome.", [qa(f"{p}-{k}", f"Who {k}?", ("Anna", 11))
+                                             for k in range(4)]) for p in range(10)]))
+    assert all(q.spans == [(2, 2)] for q in train + dev)
+    assert len(dev) == 12 and len(train) == 28  # 3 passages of 4 questions: >= 0.3 of 40
+    assert {q.passage.context for q in train}.isdisjoint(q.passage.context for q in dev)
+    (title,) = {q.title for q in train + dev}  # one article: split by passage
+    assert title == "T"

@@ -17,8 +17,8 @@ from elmo.chars import batch_to_ids
 from elmo.cli import build_parser, main
 from elmo.embed import Embedder
 from elmo.loading.formats.bilm_tf import load_bilm_tf, save_bilm_tf
-from elmo.training import prepare as prepare_module
-from elmo.training.checkpoint import CHECKPOINT_NAME, read_checkpoint_meta
+from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
+from elmo.runs import folder as run_folder
 from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
 from tests.test_training import write_corpus
@@ -226,7 +226,7 @@ def test_bad_train_inputs_and_outputs_get_messages_not_tracebacks(tmp_path, caps
         def access(path, mode):
             return False if Path(path) == read_only else real_access(path, mode)
 
-        monkeypatch.setattr(prepare_module.os, "access", access)
+        monkeypatch.setattr(run_folder.os, "access", access)
     cases = [
         (train_args(tmp_path, None, tmp_path / "r"), "is a directory, not a text file"),
         (train_args(train, None, a_file), f"--out {a_file} is a file"),

@@ -10,7 +10,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
-from elmo.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from elmo.runs import CHECKPOINT_NAME
+from elmo.training.checkpoint import Checkpoint
 from elmo.training.distributed import init_world
 from elmo.training.trainer import Trainer
 from tests.test_training import tiny_config, write_corpus
@@ -52,7 +53,7 @@ def test_two_processes_stay_identical(tmp_path):
     assert rank0.keys() == rank1.keys()
     assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
 
-    ckpt = load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME)
+    ckpt = Checkpoint.load(tmp_path / "run" / CHECKPOINT_NAME)
     assert ckpt.step == 12 and ckpt.finished and len(ckpt.ranks) == WORLD_SIZE
     assert all(torch.equal(ckpt.model[k], rank0[k]) for k in rank0)
     streams = [r.stream["batcher"] for r in ckpt.ranks]

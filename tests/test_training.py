@@ -19,23 +19,20 @@ from elmo.errors import ElmoError
 from elmo.loading.formats.bilm_tf import save_bilm_tf
 from elmo.loading.formats.native import save_pretrained
 from elmo.modules.language_model import BiLanguageModel, LMLosses
-from elmo.training import trainer as trainer_module
-from elmo.training.checkpoint import (
+from elmo.optim.groups import discriminative_lrs, layer_groups, trainable_groups
+from elmo.optim.schedules import STLR_RATIO, lr_multiplier, slanted_triangular
+from elmo.runs import (
     CHECKPOINT_NAME,
-    Checkpoint,
-    RankState,
+    MetricsLog,
     capture_rng,
-    load_checkpoint,
     read_checkpoint_meta,
     restore_rng,
-    save_checkpoint,
 )
+from elmo.training import trainer as trainer_module
+from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import TrainConfig
 from elmo.training.evaluate import PerplexityTotals
-from elmo.training.groups import discriminative_lrs, layer_groups, trainable_groups
-from elmo.training.metrics import MetricsLog
 from elmo.training.model_init import build_language_model
-from elmo.training.schedules import STLR_RATIO, lr_multiplier, slanted_triangular
 from elmo.training.stream import TrainStream, batch_tensors
 from elmo.training.trainer import Trainer, TrainingDiverged
 from elmo.vocab import Vocabulary
@@ -234,9 +231,9 @@ def test_checkpoint_round_trip(tmp_path):
                       ranks=[RankState({"epoch": 1, "batcher": {"rows": [None]}}, states, rng)],
                       best_valid_ppl=12.5, bad_evals=1, model_config=lm.bilm.config.to_dict())
     path = tmp_path / CHECKPOINT_NAME
-    save_checkpoint(path, ckpt)
+    ckpt.save(path)
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left
-    loaded = load_checkpoint(path)
+    loaded = Checkpoint.load(path)
     assert read_checkpoint_meta(path)["step"] == 12
     assert (loaded.step, loaded.best_valid_ppl, loaded.bad_evals, loaded.finished) == (
         12, 12.5, 1, False)
@@ -258,7 +255,7 @@ def test_checkpoint_round_trip(tmp_path):
 def test_not_a_checkpoint(tmp_path):
     path = tmp_path / "x.safetensors"
     path.write_bytes(b"garbage")
-    with pytest.raises(ElmoError, match="not a readable training checkpoint"):
+    with pytest.raises(ElmoError, match="not a readable checkpoint of an elmo run"):
         read_checkpoint_meta(path)
 
 
@@ -281,7 +278,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypa
     monkeypatch.setattr(BiLanguageModel, "forward", poisoned)
     with pytest.raises(TrainingDiverged, match=r"step 8.*checkpoint of step 5 .* is intact"):
         run(config, out)
-    ckpt = load_checkpoint(out / CHECKPOINT_NAME)
+    ckpt = Checkpoint.load(out / CHECKPOINT_NAME)
     assert ckpt.step == 5 and not ckpt.finished
     assert all(torch.isfinite(t).all() for t in ckpt.model.values())
     model = load_file(out / "model.safetensors")  # the model of the same step
@@ -290,7 +287,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypa
 
     monkeypatch.setattr(BiLanguageModel, "forward", real_forward)
     result = run(config, out)  # the same command resumes from step 5
-    assert result.step == 12 and load_checkpoint(out / CHECKPOINT_NAME).finished
+    assert result.step == 12 and Checkpoint.load(out / CHECKPOINT_NAME).finished
 
 
 def test_early_stopping(tmp_path, monkeypatch):
@@ -306,7 +303,7 @@ def test_early_stopping(tmp_path, monkeypatch):
                          early_stopping_patience=2)
     result = run(config, tmp_path / "run")
     assert result.stopped_early and result.step == 6
-    ckpt = load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME)
+    ckpt = Checkpoint.load(tmp_path / "run" / CHECKPOINT_NAME)
     assert ckpt.finished and ckpt.step == 6 and ckpt.bad_evals == 2
     assert ckpt.best_valid_ppl == pytest.approx(math.exp(2.0))
     assert run(config, tmp_path / "run").step == 6  # finished: nothing more to do
@@ -329,7 +326,7 @@ def test_time_budget_stops_cleanly_and_a_resumed_run_counts_only_its_own_time(
     result = run(config, out)  # steps end 1, 2 and 3 minutes after the first began
     assert result.stopped_for_time and not result.stopped_early and result.step == 3
     assert result.last_valid is not None  # validated at the stop, like at the end
-    ckpt = load_checkpoint(out / CHECKPOINT_NAME)
+    ckpt = Checkpoint.load(out / CHECKPOINT_NAME)
     assert ckpt.step == 3 and not ckpt.finished
     assert (out / "model.safetensors").exists()
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -338,7 +335,7 @@ def test_time_budget_stops_cleanly_and_a_resumed_run_counts_only_its_own_time(
     clock["now"] += 1e6  # much later: the resumed run's budget starts at its own first step
     result = run(config, out)
     assert result.stopped_for_time and result.step == 6
-    assert load_checkpoint(out / CHECKPOINT_NAME).step == 6
+    assert Checkpoint.load(out / CHECKPOINT_NAME).step == 6
     with pytest.raises(ValueError, match="max minutes"):
         tiny_config(train, max_minutes=0)
 
@@ -353,14 +350,14 @@ def test_checkpoint_minutes_checkpoints_by_time_and_a_resumed_run_ends_identical
         clock["now"] += 60.0
         return clock["now"]
 
-    saved, real_save = [], trainer_module.save_checkpoint
+    saved, real_save = [], Checkpoint.save
 
-    def save(path, ckpt):
+    def save(ckpt, path):
         saved.append(ckpt.step)
-        real_save(path, ckpt)
+        real_save(ckpt, path)
 
     monkeypatch.setattr(trainer_module, "_now", fake_now)
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save)
+    monkeypatch.setattr(Checkpoint, "save", save)
     config = tiny_config(train, valid, max_steps=10, checkpoint_every=1000, eval_every=5,
                          log_every=4, checkpoint_minutes=2.5, softmax="sampled", num_samples=12)
     run(config, tmp_path / "reference")
@@ -440,7 +437,7 @@ def test_continue_from_our_model_keeps_softmax_rows_of_known_words(tmp_path):
 
 
 def test_metrics_after_the_checkpoint_are_dropped_on_resume(tmp_path):
-    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log = MetricsLog(tmp_path / "metrics.jsonl", "step")
     for step in (5, 10, 15):
         log.append({"step": step, "train_loss": 1.0})
     with open(log.path, "a") as f:

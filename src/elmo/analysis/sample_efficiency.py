@@ -19,8 +19,10 @@ from typing import Any
 from tqdm import tqdm
 
 from elmo.errors import ElmoError
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import TrainFunction, train_tasks
-from elmo.tasks.recipe import TaskConfig, train_task
+from elmo.tasks.recipe import train_task
+from elmo.tasks.run import resolve_config
 
 from .plots import error_bar_plot
 
@@ -64,6 +66,7 @@ def run_study(
     steps; `--min-updates` raises them for small fractions), metric, split ("test" when a test
     file is given, else "dev"), score."""
     parallel = jobs > 1  # then one bar over the runs, none from the workers
+    base = resolve_config(base)  # one tokenizer for both systems: the one `base` resolves to
     configs = [dataclasses.replace(base, elmo=spec.elmo, train_fraction=spec.fraction,
                                    seed=spec.seed, out=str(Path(out) / spec.name),
                                    progress=base.progress and not parallel)

@@ -14,7 +14,7 @@ from elmo.cli.common import add_overwrite, add_quantize
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, claim_output
-from elmo.tasks.recipe import TaskConfig
+from elmo.tasks.config import TaskConfig
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:

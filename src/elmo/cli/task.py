@@ -13,17 +13,12 @@ from elmo.cli.common import DefaultsHelpFormatter, add_overwrite, add_quantize
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import ENCODING_ERRORS
 from elmo.modules.scalar_mix import MIX_MODES
+from elmo.tasks.config import TaskConfig
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import FORMATS, SCHEMES
-from elmo.tasks.recipe import (
-    TASKS,
-    TaskConfig,
-    evaluate_run,
-    export_text,
-    predict_file,
-    train_task,
-)
+from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
+from elmo.tasks.registry import TASKS
 from elmo.tokenize import TOKENIZER_NAMES
 
 # the defaults of TaskConfig's optional fields, for the options and their help
@@ -84,7 +79,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         "train", formatter_class=DefaultsHelpFormatter,
         help="train a task model (resumable)",
         description="Train a task model on --train, keep the epoch best on --dev (early "
-        "stopping), score --test with it. OUT receives config.json, vocab.txt, "
+        "stopping), score --test with it. OUT receives elmo-run.json (it marks a task run), "
+        "config.json, vocab.txt, "
         "model.safetensors, layer_weights.json, metrics.jsonl, checkpoint.safetensors and "
         "result.json. Run the same command again to resume after an interruption (--epochs "
         "may grow, unless the run stopped early).")
@@ -95,7 +91,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                       "the best epoch")
     data.add_argument("--dev-fraction", type=float, default=0.0, metavar="F",
                       help="instead of --dev: hold out this fraction of --train (the same part "
-                      "in every run)")
+                      "in every run; --task span holds out whole articles, or passages)")
     data.add_argument("--test", metavar="FILE", help="scored with the best model at the end")
     data.add_argument("--out", required=True, metavar="DIR", help="run directory: new, empty, "
                       "or this run's (resumed)")

@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="pretrain a biLM on a corpus, or continue training one",
         description="Train a biLM on text files (one sentence per line, plain or .gz, globs "
-        "allowed), streamed. OUT, created once training starts, receives vocab.txt, run.json, "
+        "allowed), streamed. OUT, created once training starts, receives elmo-run.json (it "
+        "marks a pretraining run), vocab.txt, run.json, "
         "checkpoint.safetensors, metrics.jsonl and the model (config.json + model.safetensors, "
         "softmax included: the best on --valid, else the last), which `elmo embed OUT ...` "
         "loads. Run the same command again to resume after an interruption: with the same "

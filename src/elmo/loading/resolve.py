@@ -36,6 +36,7 @@ from elmo.loading.formats.native import (
     is_native_dir,
 )
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
+from elmo.runs import MARKER_NAME, TASK, run_kind
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
@@ -204,7 +205,7 @@ def _pair_of(directory: Path) -> dict[str, Path]:
 def find_official_pair(directory: Path) -> tuple[Path, Path]:
     """The one options .json and one weights .hdf5 in a directory."""
     options = sorted(p for p in directory.glob("*.json")
-                     if p.name not in (CONFIG_NAME, CARD_NAME, RUN_NAME))
+                     if p.name not in (CONFIG_NAME, CARD_NAME, RUN_NAME, MARKER_NAME))
     weights = sorted(directory.glob("*.hdf5")) + sorted(directory.glob("*.h5"))
     if len(options) == 1 and len(weights) == 1:
         return options[0], weights[0]
@@ -216,9 +217,5 @@ def find_official_pair(directory: Path) -> tuple[Path, Path]:
 
 
 def is_task_run(directory: str | Path) -> bool:
-    """Whether `directory` is a run of `elmo task train` (its config.json records the task)."""
-    try:
-        saved = json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(saved, dict) and "task" in saved
+    """Whether `directory` is a run of `elmo task train` (its marker says so)."""
+    return run_kind(directory) == TASK

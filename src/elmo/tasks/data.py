@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,16 +70,31 @@ def nested_sample(n: int, fraction: float, seed: int) -> list[int]:
     return sorted(order[: max(1, round(fraction * n))].tolist())
 
 
-def held_out_split(n: int, fraction: float) -> tuple[list[int], list[int]]:
+def held_out_split(n: int, fraction: float, groups: Sequence[Hashable] | None = None
+                   ) -> tuple[list[int], list[int]]:
     """(kept, held out) indices of n examples, round(fraction * n) held out, the same for
-    every run (a fixed permutation): a dev set for a data set that has none."""
+    every run (a fixed permutation): a dev set for a data set that has none.
+
+    `groups` (a key per example) keeps examples that share a key on one side: whole groups
+    are held out, in a fixed permutation of the groups, until round(fraction * n) examples
+    are (no groups: each example is a group of its own)."""
     if not 0 < fraction < 1:
         raise ValueError(f"--dev-fraction must be in (0, 1), got {fraction}")
-    order = np.random.default_rng(0).permutation(n)
-    held = max(1, round(fraction * n))
-    if held >= n:
-        raise ValueError(f"--dev-fraction {fraction} of {n} examples leaves none to train on")
-    return sorted(order[held:].tolist()), sorted(order[:held].tolist())
+    members: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(range(n) if groups is None else groups):
+        members.setdefault(key, []).append(i)
+    units = list(members.values())
+    wanted, held = max(1, round(fraction * n)), []
+    for unit in np.random.default_rng(0).permutation(len(units)).tolist():
+        if len(held) >= wanted:
+            break
+        held += units[unit]
+    if len(held) >= n:
+        together = "" if groups is None else f" (in {len(units)} group(s) held out whole)"
+        raise ValueError(f"--dev-fraction {fraction} of {n} examples{together} leaves none "
+                         "to train on")
+    kept = set(range(n)) - set(held)
+    return sorted(kept), sorted(held)
 
 
 def build_vocab(examples: Sequence) -> list[str]:

@@ -6,7 +6,7 @@ the task model gets `lr`, LSTM layer L `lr / F`, ..., the token encoder `lr / F 
 all multiplied by the schedule (slanted triangular by default). Gradual unfreezing trains the
 task model and the top LSTM layer in epoch 0 and one more biLM group, downwards, each epoch.
 The groups, learning rates, schedule and unfreezing are those of `elmo train`
-(`elmo.training.groups`, `elmo.training.schedules`).
+(`elmo.optim.groups`, `elmo.optim.schedules`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from torch import nn
 from elmo.errors import ElmoError
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups
-from elmo.training.groups import (
+from elmo.optim.groups import (
     bilm_layer_groups,
     discriminative_lrs,
     set_trainable,
     trainable_groups,
 )
-from elmo.training.schedules import lr_multiplier
+from elmo.optim.schedules import lr_multiplier
 
 
 @dataclass

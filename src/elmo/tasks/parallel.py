@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from elmo.errors import ElmoError
-from elmo.tasks.recipe import TaskConfig, compute_features, train_task
+from elmo.tasks.config import TaskConfig
+from elmo.tasks.recipe import compute_features, train_task
 
 TrainFunction = Callable[[TaskConfig], dict[str, Any]]
 

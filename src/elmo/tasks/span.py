@@ -11,7 +11,7 @@ when the training data has unanswerable questions (`no_answer`), else never chos
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,16 @@ class SpanTask(TaskType):
 
     def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
         return {"max_answer_tokens": config.max_answer_tokens, "no_answer": NO_ANSWER in labels}
+
+    def held_out_groups(self, examples: Sequence[SquadQuestion]) -> list[Hashable]:
+        """Whole articles (by title; a passage without one on its own) when there are two or
+        more, else whole passages: a dev question never shares its passage with a training
+        question, whose answer the model could have learnt."""
+        articles = [("article", q.title) if q.title else ("passage", q.passage.context)
+                    for q in examples]
+        if len(set(articles)) > 1:
+            return articles
+        return [q.passage.context for q in examples]
 
     def target(self, example: SquadQuestion, label_index: dict[str, int]
                ) -> torch.Tensor | None:

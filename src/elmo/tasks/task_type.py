@@ -7,7 +7,7 @@ metric and prediction writer), not branches in the recipe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,11 @@ class TaskType:
     def model_options(self, config: Any, labels: Sequence[str]) -> dict[str, Any]:
         """The model config's fields that depend on the task (beyond the encoder's)."""
         return {}
+
+    def held_out_groups(self, examples: Sequence) -> list[Hashable] | None:
+        """A key per example: examples with one key are held out together by --dev-fraction
+        (None: each example on its own)."""
+        return None
 
     def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor | None:
         """The example's training target (None: not trained on)."""

@@ -124,12 +124,3 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         check_fields(cls, data, "training options")
         return cls(**data)
-
-    def changes_from(self, saved: TrainConfig) -> tuple[list[str], list[str]]:
-        """Fields that differ from a saved run: (allowed on resume, not allowed)."""
-        ours, theirs = self.to_dict(), saved.to_dict()
-        changed = sorted(k for k in ours if ours[k] != theirs[k])
-        return (
-            [k for k in changed if k in RESUMABLE_CHANGES],
-            [k for k in changed if k not in RESUMABLE_CHANGES],
-        )

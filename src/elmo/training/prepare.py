@@ -3,14 +3,14 @@
 One streamed pass over the corpus counts its tokens (for the number of steps per epoch and the
 ETA) and, unless a vocabulary file is given, builds the vocabulary; memory holds the word
 counts only, never the text. `run.json` records the options, so that re-running the same
-command resumes the run and a different one is refused. Nothing is written before training
-starts: a start that fails (bad input, a model that cannot be loaded) leaves no directory.
+command resumes the run and a different one is refused (`elmo.runs.changed_options`). Nothing
+is written before training starts: a start that fails (bad input, a model that cannot be
+loaded) leaves no directory.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -23,8 +23,14 @@ from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text
 from elmo.loading.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
-from elmo.training.checkpoint import CHECKPOINT_NAME
-from elmo.training.config import TrainConfig
+from elmo.runs import (
+    CHECKPOINT_NAME,
+    MARKER_NAME,
+    PRETRAINING,
+    changed_options,
+    mark_run_folder,
+)
+from elmo.training.config import RESUMABLE_CHANGES, TrainConfig
 from elmo.vocab import Vocabulary
 
 
@@ -97,23 +103,21 @@ class PreparedRun:
 
 
 def prepare_run(
-    config: TrainConfig, out_dir: Path, world_size: int, say: Callable[[str], None],
-    progress: bool = False,
+    config: TrainConfig, out_dir: Path, world_size: int, say: Callable[[str], None], *,
+    marked: bool, progress: bool = False,
 ) -> PreparedRun:
-    """Check that `config` continues the run in `out_dir`, or, for a new run, scan the corpus
+    """Check that `config` continues the run in `out_dir` (`marked`: the folder is marked as
+    a pretraining run, see `elmo.runs.claim_run_folder`), or, for a new run, scan the corpus
     and build the vocabulary without writing anything: the directory is written by
     `start_run_dir` once the model is built, so a failed start leaves nothing behind.
     `say` reports what happens."""
-    check_out_dir(out_dir)
     files = [str(p) for p in expand_paths(config.train)]
-    if (out_dir / RUN_NAME).exists():
-        for stale in out_dir.glob(".*.tmp"):  # left behind by a writer that was killed
-            stale.unlink()
+    if marked and (out_dir / RUN_NAME).exists():  # else killed before it started: start anew
         info = _check_resume(config, out_dir, world_size, files, say)
         return PreparedRun(info, Vocabulary.from_file(out_dir / VOCAB_NAME), fresh=False)
     clashes = [name for name in (CHECKPOINT_NAME, WEIGHTS_NAME) if (out_dir / name).exists()]
-    if clashes:
-        raise ElmoError(f"{out_dir} holds {', '.join(clashes)} but no {RUN_NAME}: it is not a "
+    if not marked and clashes:
+        raise ElmoError(f"{out_dir} holds {', '.join(clashes)} but no {MARKER_NAME}: it is not a "
                         "training run directory; choose a new --out")
     valid = expand_paths([config.valid]) if config.valid is not None else None
     if valid is not None and next(iter_sentences(valid, config.tokenizer), None) is None:
@@ -133,28 +137,13 @@ def prepare_run(
     return PreparedRun(info, vocab, fresh=True)
 
 
-def check_out_dir(out_dir: Path) -> None:
-    """Raise ElmoError unless `out_dir` is a directory, or can be created, that we may write."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ElmoError(f"--out {out_dir} is a file; give a directory for the run (it is "
-                        "created if missing)")
-    existing = out_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ElmoError(f"cannot create the run directory {out_dir}: {existing} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ElmoError(f"cannot write the run directory {out_dir}: {existing} is not "
-                        "writable (permission denied or a read-only file system); choose "
-                        "another --out")
-
-
 def start_run_dir(out_dir: Path, prepared: PreparedRun) -> None:
-    """Create the directory of a new run: `vocab.txt`, then `run.json`, which marks it as
-    started (a run killed before its first checkpoint restarts from scratch when resumed)."""
+    """Create the directory of a new run: its marker, `vocab.txt`, then `run.json`, which
+    marks it as started (a run killed before its first checkpoint restarts from scratch when
+    resumed)."""
     created = not out_dir.exists()
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        mark_run_folder(out_dir, PRETRAINING)
         prepared.vocab.save(out_dir / VOCAB_NAME)
         prepared.info.save(out_dir)
     except OSError as err:
@@ -169,7 +158,7 @@ def _check_resume(
     say: Callable[[str], None],
 ) -> RunInfo:
     info = RunInfo.from_dict(json.loads((out_dir / RUN_NAME).read_text(encoding="utf-8")))
-    allowed, denied = config.changes_from(info.config)
+    allowed, denied = changed_options(info.config.to_dict(), config.to_dict(), RESUMABLE_CHANGES)
     if denied:
         raise ElmoError(
             f"{out_dir} holds a run with other options ({', '.join(denied)} differ): run the "

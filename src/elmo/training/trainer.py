@@ -5,8 +5,9 @@ computes the mean loss of both directions with the tied softmax, backpropagates 
 the window length (as bilm-tf), averages gradients over the ranks, clips them to a global
 norm and takes an optimizer step.
 
-The run directory (`--out`) is written once training starts (after the corpus scan and the
-model set-up succeeded). It holds `run.json` (options, corpus counts), `vocab.txt`,
+The run directory (`--out`, held by rank 0 for the whole run: `elmo.runs.claim_run_folder`) is
+written once training starts (after the corpus scan and the model set-up succeeded). It holds
+`elmo-run.json` (the marker of a pretraining run), `run.json` (options, corpus counts), `vocab.txt`,
 `checkpoint.safetensors` (everything needed to resume exactly, written by rank 0 every
 `checkpoint_every` steps, `checkpoint_minutes` after the last one, and at the end),
 `metrics.jsonl`, and the model in our format (`config.json` + `model.safetensors` with
@@ -32,7 +33,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,24 +50,24 @@ from elmo.errors import ElmoError
 from elmo.loading.formats.native import save_pretrained
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.tokenize import get_tokenizer
-from elmo.training.checkpoint import (
+from elmo.optim.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
+from elmo.optim.schedules import lr_multiplier
+from elmo.runs import (
     CHECKPOINT_NAME,
-    Checkpoint,
-    RankState,
+    METRICS_NAME,
+    PRETRAINING,
+    MetricsLog,
     capture_rng,
-    load_checkpoint,
+    claim_run_folder,
     restore_rng,
-    save_checkpoint,
 )
+from elmo.tokenize import get_tokenizer
+from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import TrainConfig
 from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
-from elmo.training.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
-from elmo.training.metrics import METRICS_NAME, MetricsLog
 from elmo.training.model_init import build_language_model
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
-from elmo.training.schedules import lr_multiplier
 from elmo.training.stream import TrainStream, batch_tensors
 from elmo.vocab import Vocabulary
 
@@ -125,7 +126,8 @@ class Trainer:
         self.config, self.out = config, Path(out_dir)
         self.world = world or World(device=resolve_device(config.device))
         self.verbose = progress and self.world.is_main
-        self.metrics = MetricsLog(self.out / METRICS_NAME)
+        self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
+        self._held = ExitStack()  # rank 0: the claim on the run directory
         self._bar: tqdm | None = None
 
     # ---- setup ----------------------------------------------------------------------
@@ -150,10 +152,12 @@ class Trainer:
         return shared["result"]
 
     def _prepare(self) -> PreparedRun:
-        """Rank 0 checks the directory and scans the corpus; every rank learns the outcome."""
+        """Rank 0 claims the directory (held until the run ends), checks it and scans the
+        corpus; every rank learns the outcome."""
         def prepare() -> dict[str, Any]:
+            marked = self._held.enter_context(claim_run_folder(self.out, PRETRAINING))
             run = prepare_run(self.config, self.out, self.world.world_size, self._say,
-                              self.verbose)
+                              marked=marked, progress=self.verbose)
             return {"info": run.info.to_dict(), "words": run.vocab.words, "fresh": run.fresh}
 
         shared = self._on_main(prepare, "prepare")
@@ -171,7 +175,7 @@ class Trainer:
         self.unfreeze_every = (cfg.unfreeze_every or self.steps_per_epoch) \
             if cfg.gradual_unfreeze else None
         ckpt_path = self.out / CHECKPOINT_NAME
-        ckpt = load_checkpoint(ckpt_path) if ckpt_path.exists() else None
+        ckpt = Checkpoint.load(ckpt_path) if ckpt_path.exists() else None
 
         _seed_everything(cfg.seed)  # the same initial weights on every rank
         if ckpt is None:
@@ -234,7 +238,7 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train to the end (or resume and finish); returns where it stopped."""
-        with deterministic_algorithms(self.config.deterministic):
+        with deterministic_algorithms(self.config.deterministic), self._held:
             return self._run()
 
     def _run(self) -> TrainResult:
@@ -415,13 +419,13 @@ class Trainer:
         if self.world.is_main:
             if self.config.valid is None:
                 self._save_model()
-            save_checkpoint(self.out / CHECKPOINT_NAME, Checkpoint(
+            Checkpoint(
                 step=self.step, model=self.lm.state_dict(),
                 optimizer=self.optimizer.state_dict(), ranks=ranks,
                 best_valid_ppl=self.best, bad_evals=self.bad_evals, finished=finished,
                 model_config=self.lm.bilm.config.to_dict(), log_window=self.window.state(),
                 threads=torch.get_num_threads(),
-            ))
+            ).save(self.out / CHECKPOINT_NAME)
         self.last_checkpoint = self.step
         self._saved_at = self._clock
 

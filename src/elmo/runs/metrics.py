@@ -1,4 +1,5 @@
-"""metrics.jsonl: one JSON object per line, each with the `step` it describes."""
+"""metrics.jsonl: one JSON object per line, each with the count it describes (the `step` of
+pretraining, the `epoch` of a task run)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ METRICS_NAME = "metrics.jsonl"
 
 
 class MetricsLog:
-    """Appends records to a JSON-lines file."""
+    """Appends records to a JSON-lines file; `counter` names the key that orders them."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path, counter: str) -> None:
+        self.path, self.counter = Path(path), counter
 
     def append(self, record: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
-    def truncate_after(self, step: int) -> None:
-        """Drop records of steps after `step` (written after the checkpoint a run resumes)."""
+    def truncate_after(self, count: int) -> None:
+        """Drop the records after `count` (written after the checkpoint a run resumes)."""
         if not self.path.exists():
             return
         kept = []
@@ -31,6 +32,6 @@ class MetricsLog:
                 record = json.loads(line)
             except json.JSONDecodeError:  # a line cut short by a kill
                 continue
-            if record.get("step", 0) <= step:
+            if record.get(self.counter, 0) <= count:
                 kept.append(line + "\n")
         atomic_write_text(self.path, "".join(kept))

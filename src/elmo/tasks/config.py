@@ -1,0 +1,157 @@
+"""TaskConfig: every option of `elmo task train`, checked; it reads no files.
+
+What the files decide (the tokenizer the biLM records, the word vectors' dimension) is left
+None here and filled in when the run is built (`elmo.tasks.run.resolve_config`); a run saves
+the filled-in options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from elmo.errors import ElmoError, raise_failed
+from elmo.modules.scalar_mix import MIX_LR, parse_mode
+from elmo.tasks.metrics import METRICS
+from elmo.tasks.model import ELMO_AT
+from elmo.tasks.readers import FORMATS, SCHEMES
+from elmo.tasks.registry import TASKS
+
+# options that may change when a run is resumed
+RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_dir",
+                     "quantize")
+
+
+@dataclass
+class TaskConfig:
+    """Everything `elmo task train` takes; `train_task(TaskConfig(...))` from Python."""
+
+    task: str  # tagging | classification | pair | span
+    train: str
+    dev: str | None  # None: hold out dev_fraction of the training file
+    out: str
+    format: str  # conll | conllu | label-text | tsv | squad
+    test: str | None = None
+    dev_fraction: float = 0.0  # span: whole articles (or passages) are held out
+    # format options
+    token_column: int = 0  # conll
+    tag_column: int = -1  # conll
+    scheme: str | None = None  # conll tags: iob1 | iob2 | bioes (spans), None: plain labels
+    tag: str = "upos"  # conllu: upos | xpos
+    text_columns: list[str] | None = None  # tsv
+    label_column: str | None = None  # tsv
+    tokenizer: str | None = None  # label-text, tsv, squad (None: the one --elmo records,
+    # else whitespace)
+    encoding_errors: str = "strict"
+    # ELMo
+    elmo: str | None = None  # a model `elmo embed` takes; None: the task model alone
+    elmo_mix: str = "learned"  # learned | average | top | layer:K
+    elmo_at: str = "input"  # input | output | both
+    l2: float = 0.001  # lambda * sum_j s_j^2 per learned mix
+    mix_lr: float = MIX_LR  # Adam's lr for the mixes' s and gamma
+    scale_layers: bool = True  # divide each layer by its RMS over the training file
+    layer_norm: bool = False  # normalise each layer, per batch, before mixing
+    elmo_dropout: float = 0.5
+    fine_tune: bool = False  # train the biLM too (ULMFiT: discriminative lrs, slanted
+    # triangular schedule, gradual unfreezing); its layers are then computed per batch
+    cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
+    # training
+    metric: str | None = None  # span-f1 | accuracy | squad-f1 (default: the task type's)
+    seed: int = 0
+    epochs: int = 10
+    patience: int = 3  # stop after this many epochs without a better dev score
+    min_updates: int = 0  # an epoch is as many passes as make epochs * passes >= this
+    train_fraction: float = 1.0
+    batch_size: int = 32
+    lr: float = 0.001
+    embedding_dim: int | None = None  # None: the --word-vectors' dimension, else 100
+    word_vectors: str | None = None  # word2vec/GloVe text file: the first word embeddings
+    freeze_word_vectors: bool = False
+    max_answer_tokens: int = 30  # span: the longest answer predicted
+    hidden_dim: int = 128
+    dropout: float = 0.3
+    device: str | None = None
+    quantize: str | None = None  # "int8": the frozen biLM's features in int8 (CPU inference)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.elmo in ("none", ""):
+            self.elmo = None
+        if self.task in TASKS and self.metric is None:
+            self.metric = TASKS[self.task].default_metric(self)
+        choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
+                   "scheme": (*SCHEMES, None), "tag": ("upos", "xpos")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ElmoError(f"--{name.replace('_', '-')} must be one of "
+                                f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
+        if self.elmo_mix.startswith("layer:"):  # K's bound is checked when the biLM loads
+            if not self.elmo_mix.removeprefix("layer:").isdigit():
+                raise ElmoError(f"--elmo-mix {self.elmo_mix}: layer:K needs a whole number "
+                                "K >= 0 (0: the context-free token layer)")
+        else:
+            parse_mode(self.elmo_mix, mixture_size=1)  # a ValueError naming a bad mode
+        kind = TASKS[self.task]
+        if self.format not in kind.formats:
+            raise ElmoError(f"--task {self.task} reads --format {' or '.join(kind.formats)}, "
+                            f"not {self.format}")
+        if self.metric not in kind.metrics:
+            raise ElmoError(f"--task {self.task} is scored by --metric "
+                            f"{' or '.join(kind.metrics)}, not {self.metric}")
+        if self.freeze_word_vectors and not self.word_vectors:
+            raise ElmoError("--freeze-word-vectors needs --word-vectors FILE")
+        self._check_numbers()
+        if self.format == "tsv":
+            wanted = 2 if self.task == "pair" else 1
+            if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
+                raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
+                                f"{wanted} column name(s) and --label-column")
+        if bool(self.dev) == (self.dev_fraction > 0):
+            raise ElmoError("give either --dev FILE or --dev-fraction F (a held-out part of "
+                            "--train), not both or neither")
+        if self.fine_tune and self.elmo is None:
+            raise ElmoError("--fine-tune trains the biLM of --elmo; give a model, not none")
+        if self.fine_tune and self.quantize:
+            raise ElmoError(f"--quantize {self.quantize} is for a frozen biLM: it cannot be "
+                            "combined with --fine-tune")
+        if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
+            raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
+                            "and --scheme iob1, iob2 or bioes")
+
+    def _check_numbers(self) -> None:
+        """ElmoError naming every option whose number is out of range."""
+        checks = [
+            (self.epochs >= 1, "--epochs must be >= 1"),
+            (self.patience >= 1, "--patience must be >= 1"),
+            (self.batch_size >= 1, "--batch-size must be >= 1"),
+            (self.lr > 0, "--lr must be > 0"),
+            (self.mix_lr > 0, "--mix-lr must be > 0"),
+            (self.l2 >= 0, "--l2 must be >= 0"),
+            (0 <= self.elmo_dropout < 1, "--elmo-dropout must be in [0, 1)"),
+            (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+            (self.embedding_dim is None or self.embedding_dim >= 1,
+             "--embedding-dim must be >= 1"),
+            (self.hidden_dim >= 1, "--hidden-dim must be >= 1"),
+            (self.min_updates >= 0, "--min-updates must be >= 0"),
+            (self.max_answer_tokens >= 1, "--max-answer-tokens must be >= 1"),
+        ]
+        raise_failed(checks)
+
+    def reader_options(self, labeled: bool = True) -> dict[str, Any]:
+        """The reader's keyword options for `format` (no tag check when not `labeled`)."""
+        options: dict[str, Any] = {
+            "conll": {"token_column": self.token_column, "tag_column": self.tag_column,
+                      "scheme": self.scheme if labeled else None},
+            "conllu": {"tag": self.tag},
+            "label-text": {"tokenizer": self.tokenizer},
+            "tsv": {"text_columns": self.text_columns, "label_column": self.label_column,
+                    "tokenizer": self.tokenizer},
+            "squad": {"tokenizer": self.tokenizer},
+        }[self.format]
+        return {**options, "encoding_errors": self.encoding_errors}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
