@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
@@ -164,6 +164,15 @@ class Service:
                 tokens = tokens[:max_tokens] if cut == "right" else tokens[-max_tokens:]
             sentences.append(tokens)
         return sentences
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """422 for a request's `dimensions` other than the model's: ELMo's vectors were not
+        trained to be shortened (OpenAI's text-embedding-3 models were)."""
+        dims = self.ready().model.config.output_dim
+        if dimensions is not None and dimensions != dims:
+            raise ApiError(422, f"dimensions: this model's vectors have {dims} dimensions and "
+                           "cannot be shortened (it was not trained for it, as OpenAI's "
+                           f"text-embedding-3 models were): leave dimensions out or give {dims}")
 
     async def embed(self, request: Request, sentences: list[list[str]]) -> list[np.ndarray]:
         """Each sentence's layers (L+1, n, 2P) through the queue; 429 when too many requests
@@ -349,6 +358,7 @@ def create_app(
     async def embed(body: EmbedRequest, request: Request) -> Response:
         """One vector per input: the mean over its tokens of the layer average (or top),
         L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
+        service.check_dimensions(body.dimensions)
         sentences = service.sentences(body.inputs, "inputs", tei=body)
         layers = await service.embed(request, sentences)
         return _json(_pooled(layers, body.layers, body.normalize))
@@ -363,11 +373,7 @@ def create_app(
             raise ApiError(422, "input holds token ids: this model reads characters and has no "
                            "token ids, so send the text. (LangChain's OpenAIEmbeddings sends "
                            "tiktoken ids unless made with check_embedding_ctx_length=False.)")
-        dims = service.ready().model.config.output_dim
-        if body.dimensions is not None and body.dimensions != dims:
-            raise ApiError(422, f"dimensions: this model's vectors have {dims} dimensions and "
-                           "cannot be shortened (it was not trained for it, as OpenAI's "
-                           f"text-embedding-3 models were): leave dimensions out or give {dims}")
+        service.check_dimensions(body.dimensions)
         sentences = service.sentences(body.input, "input")
         vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
         if body.encoding_format == "base64":
@@ -409,7 +415,7 @@ def create_app(
         return _json({"status": "failed" if service.failure else "loading",
                       "error": service.failure}, 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics_text() -> Response:
         """Prometheus text format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -46,6 +46,7 @@ class EmbedRequest(TeiRequest):
 
     normalize: bool = True
     layers: Literal["average", "top"] = "average"
+    dimensions: int | None = None  # refused unless the model's (TEI shortens Matryoshka ones)
 
 
 class OpenAIEmbeddingRequest(_Request):
