@@ -547,6 +547,25 @@ def test_the_curl_examples_of_docs_serving_answer(tmp_path):
             assert done.returncode == 0 and done.stdout, (block, done.stderr)
 
 
+def test_the_docs_error_table_lists_every_status_the_service_answers():
+    docs = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([\d, ]+) \|", docs, flags=re.M)
+    documented = {int(code) for row in rows for code in row.split(",")}
+    schema = create_app(lambda: None).openapi()
+    declared = {int(code) for route in schema["paths"].values() for operation in route.values()
+                for code in operation["responses"]}
+    # 404/405 from the router; 400 from uvicorn for what is not HTTP at all
+    assert declared - {200} | {400, 404, 405} <= documented
+
+
+def test_cli_help_names_every_kind_of_model(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "options/weights"):
+        assert kind in help_text
+
+
 def test_an_int8_model_serves_the_int8_embedders_vectors():
     sentences = [["the", "cat", "sat"], ["a", "dog"]]
     expected = Embedder(random_bilm(), quantize="int8").embed_sentences(sentences)

@@ -20,17 +20,19 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         usage=USAGE,
         help="serve contextual vectors over HTTP (TEI's routes and OpenAI's /v1/embeddings)",
-        description="Serve MODEL (default: the shipped model; else a released name, a "
-        "directory in our format, or a directory with one official options/weights pair) "
-        "over HTTP: POST /embed_all (token vectors), /embed (one vector per input), "
-        "/v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
+        description="Serve MODEL (default: the shipped model; else a released name: small, "
+        "medium, original, original-5.5B, efml:<lang>; a directory in our format, an "
+        "ELMoForManyLangs model directory, or a directory with one official options/weights "
+        "pair) over HTTP: POST /embed_all (token vectors), /embed and / (one vector per "
+        "input), /v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
         "(Prometheus). Concurrent requests are embedded together. The model loads after the "
         "server starts listening: /health answers 503 until it is ready, then 200. SIGTERM "
         "or Ctrl-C: stop accepting, answer the requests in flight, exit 0. Needs the serve "
         "extra: pip install 'elmo-bilm[serve]'.",
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
-                   help=f"model name or directory (default: {DEFAULT_MODEL})")
+                   help=f"model name (efml:<lang> too) or directory, ours, official or "
+                   f"ELMoForManyLangs (default: {DEFAULT_MODEL})")
     p.add_argument("--options", help="official options.json (with --weights, instead of MODEL)")
     p.add_argument("--weights", help="official weights.hdf5 (with --options)")
     p.add_argument("--host", default="127.0.0.1",
