@@ -167,7 +167,7 @@ def test_the_fuzzed_schema_is_the_served_one(url):
 
 
 @fuzzed.parametrize()
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                  HealthCheck.function_scoped_fixture])
 def test_fuzz_from_the_openapi_schema(case, url):
