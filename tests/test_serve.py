@@ -312,9 +312,94 @@ def test_malformed_json_payload_too_large_and_openai_errors(client):
     status, _, data = client.request("POST", "/embed", raw=b" " * 2_000_001)
     assert status == 413
     client.close()  # the server may close a connection whose body it did not read
-    status, body = client.post("/v1/embeddings", {"input": [1]})
+    status, body = client.post("/v1/embeddings", {"input": [None]})
     assert status == 422 and body["error"]["message"].startswith("input[0]")  # OpenAI's shape
     assert client.post("/v1/embeddings", {"input": "fine"})[0] == 200
+
+
+@pytest.mark.parametrize(("route", "body", "field"), [
+    ("/tokenize", {"inputs": "a \ud800 b"}, "inputs"),
+    ("/tokenize", {"inputs": [["a", "b\udfff"]]}, "inputs[0][1]"),
+    ("/embed", {"inputs": ["fine", "a \ud800 b"]}, "inputs[1]"),
+    ("/embed_all", {"inputs": "a \ud800 b"}, "inputs"),
+])
+def test_a_lone_surrogate_is_refused_on_every_route_with_422(client, route, body, field):
+    """JSON's "\\ud800" escape decodes to half of a UTF-16 pair, which is no character (and
+    cannot be written back as UTF-8: /tokenize answered 500, /embed embedded it)."""
+    status, answer = client.post(route, body)
+    assert status == 422 and answer["error"].startswith(f"{field} holds a lone surrogate"), answer
+    assert client.post(route, {"inputs": "good after bad"})[0] == 200
+
+
+def test_a_body_over_the_payload_limit_gets_the_json_413_with_or_without_its_length(served):
+    url = served[0]
+    too_large = b'{"inputs": "' + b"a " * 1_000_000 + b'"}'  # over 2,000,000 bytes
+    for headers in ({}, {"Transfer-Encoding": "chunked"}):
+        client = Client(url)
+        chunks = iter([too_large[:1000], too_large[1000:]]) if headers else None
+        client.conn.request("POST", "/embed", chunks or too_large,
+                            {"Content-Type": "application/json", **headers},
+                            encode_chunked=bool(headers))
+        response = client.conn.getresponse()
+        assert response.status == 413 and response.getheader("content-type") == \
+            "application/json", headers
+        answer = json.loads(response.read())
+        assert answer["error_type"] == "PayloadTooLarge"
+        assert "--payload-limit 2,000,000" in answer["error"], answer
+        client.close()
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b'{"inputs": "caf\xe9"}', "not UTF-8"),          # Latin-1
+    (b"[" * 5000 + b"]" * 5000, "nests"),
+    (b'{"inputs": ' + b"1" * 5000 + b"}", "not JSON this server can read"),
+])
+def test_a_body_that_cannot_be_parsed_gets_422_naming_why(client, raw, reason):
+    status, headers, data = client.request("POST", "/embed", raw=raw)
+    assert status == 422 and headers["content-type"] == "application/json"
+    answer = json.loads(data)
+    assert reason in answer["error"] and answer["error_type"] == "Validation", answer
+    assert client.post("/embed", {"inputs": "good after bad"})[0] == 200
+
+
+def test_post_root_is_embed_and_get_root_is_health_as_in_tei(client):
+    """huggingface_hub's InferenceClient(URL).feature_extraction posts to the URL itself."""
+    body = {"inputs": SENTENCES[:2], "normalize": False}
+    status, vectors = client.post("/", body)
+    assert status == 200 and vectors == client.post("/embed", body)[1]
+    assert client.get("/")[0] == 200
+
+
+def test_truncate_keeps_the_first_or_last_tokens_as_tei(client):
+    words = [f"w{i}" for i in range(60)]  # the fixture's --max-input-tokens: 50
+    status, answer = client.post("/embed", {"inputs": " ".join(words)})
+    assert status == 413 and '"truncate": true' in answer["error"]
+    for direction, kept in (("right", words[:50]), ("Left", words[10:])):
+        body = {"inputs": " ".join(words), "truncate": True, "truncation_direction": direction,
+                "normalize": False}
+        status, vector = client.post("/embed", body)
+        assert status == 200
+        expected = reference([kept])[0].mean(axis=0).mean(axis=0)
+        np.testing.assert_allclose(vector[0], expected, atol=1e-5)
+        status, layers = client.post("/embed_all", {**body, "layers": "top"})
+        assert status == 200 and len(layers[0]) == 50
+    status, answer = client.post("/embed", {"inputs": "a", "prompt_name": "query"})
+    assert status == 422 and answer["error"].startswith("prompt_name"), answer
+
+
+def test_openai_dimensions_other_than_the_models_are_refused_naming_the_field(client):
+    status, answer = client.post("/v1/embeddings", {"input": "a b", "dimensions": 8})
+    assert status == 422, answer
+    assert answer["error"]["message"].startswith("dimensions: this model's vectors have 32")
+    status, answer = client.post("/v1/embeddings", {"input": "a b", "dimensions": 32})
+    assert status == 200 and len(answer["data"][0]["embedding"]) == 32
+
+
+@pytest.mark.parametrize("ids", [[464, 6908], [[464, 6908], [64]]])
+def test_openai_token_id_inputs_get_422_naming_langchains_setting(client, ids):
+    """LangChain's OpenAIEmbeddings sends tiktoken ids unless told otherwise."""
+    status, answer = client.post("/v1/embeddings", {"input": ids})
+    assert status == 422 and "check_embedding_ctx_length=False" in answer["error"]["message"]
 
 
 def test_429_when_too_many_requests_are_in_flight():
@@ -460,6 +545,25 @@ def test_the_curl_examples_of_docs_serving_answer(tmp_path):
             done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=TIMEOUT)
             assert done.returncode == 0 and done.stdout, (block, done.stderr)
+
+
+def test_the_docs_error_table_lists_every_status_the_service_answers():
+    docs = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([\d, ]+) \|", docs, flags=re.M)
+    documented = {int(code) for row in rows for code in row.split(",")}
+    schema = create_app(lambda: None).openapi()
+    declared = {int(code) for route in schema["paths"].values() for operation in route.values()
+                for code in operation["responses"]}
+    # 404/405 from the router; 400 from uvicorn for what is not HTTP at all
+    assert declared - {200} | {400, 404, 405} <= documented
+
+
+def test_cli_help_names_every_kind_of_model(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "options/weights"):
+        assert kind in help_text
 
 
 def test_an_int8_model_serves_the_int8_embedders_vectors():

@@ -21,6 +21,7 @@ from elmo.loading.formats import allennlp as layout
 from elmo.loading.load import load_model
 from elmo.modules import elmo as module_elmo
 from elmo.modules.bilm import BiLM
+from elmo.modules.scalar_mix import ScalarMix
 
 BILM = "_elmo_lstm."
 WORDS = "_word_embedding.weight"  # the vocab_to_cache table: ours beside the biLM, AllenNLP's in it
@@ -54,6 +55,11 @@ class Elmo(module_elmo.Elmo):
         model directory (ours, ELMoForManyLangs or an official options/weights pair)."""
         return cls(None, None, num_output_representations, module=load_model(model).bilm,
                    **kwargs)
+
+    @property
+    def _scalar_mixes(self) -> list[ScalarMix]:
+        """AllenNLP's name for the list of mixes, `scalar_mix_0` ... (here also `mixes`)."""
+        return self.mixes
 
     def write_layout(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         if not isinstance(self._elmo_lstm, BiLM):

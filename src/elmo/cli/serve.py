@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         usage=USAGE,
         help="serve contextual vectors over HTTP (TEI's routes and OpenAI's /v1/embeddings)",
         description=f"Serve MODEL (default: the shipped model; else {MODEL_HELP}) "
-        "over HTTP: POST /embed_all (token vectors), /embed (one vector per input), "
+        "over HTTP: POST /embed_all (token vectors), /embed and / (one vector per input), "
         "/v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
         "(Prometheus). Concurrent requests are embedded together. The model loads after the "
         "server starts listening: /health answers 503 until it is ready, then 200. SIGTERM "
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "extra: pip install 'elmo-bilm[serve]'.",
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
-                   help=f"model name or directory (default: {DEFAULT_MODEL})")
+                   help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
     add_official_pair(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; 0.0.0.0 for every interface (default 127.0.0.1)")

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
@@ -28,15 +28,27 @@ from elmo.embed import LAYER_MODES, Embedder, select_layers
 from elmo.serve.batching import BatchQueue
 from elmo.serve.limits import ServeLimits
 from elmo.serve.metrics import Metrics, MetricsMiddleware
+from elmo.serve.payload import PayloadLimit
 from elmo.serve.schemas import (
     EmbedAllRequest,
     EmbedRequest,
+    ErrorResponse,
+    Health,
     Input,
+    LayerVectors,
     OpenAIEmbeddingRequest,
+    OpenAIEmbeddingResponse,
+    OpenAIErrorResponse,
+    TeiRequest,
     Token,
     TokenizeRequest,
+    TokenVectors,
+    Vector,
     as_list,
+    describe_unparsable_body,
     describe_validation_errors,
+    error_responses,
+    lone_surrogate,
 )
 from elmo.tokenize import Tokenizer, get_tokenizer
 
@@ -44,7 +56,19 @@ logger = logging.getLogger("elmo.serve")
 
 BINARY = "application/octet-stream"  # /embed_all's safetensors answer
 CLIENT_CLOSED = 499  # nginx's status for a request whose client went away (never sent)
-ROUTES = ("/embed_all", "/embed", "/v1/embeddings", "/tokenize", "/info", "/health", "/metrics")
+ROUTES = ("/embed_all", "/embed", "/", "/v1/embeddings", "/tokenize", "/info", "/health",
+          "/metrics")
+TEI_ERRORS = error_responses(ErrorResponse)
+
+
+def _answers(model: object, description: str, errors: dict | None = None,
+             binary: bool = False) -> dict:
+    """`responses=` of a route, for its OpenAPI schema: its JSON answer (`model`), also
+    safetensors bytes if `binary`, and its errors."""
+    answer = {"model": model, "description": description}
+    if binary:
+        answer["content"] = {BINARY: {"schema": {"type": "string", "format": "binary"}}}
+    return {200: answer, **(errors or {})}
 
 
 class ApiError(Exception):
@@ -107,10 +131,11 @@ class Service:
             raise ApiError(503, f"the model is {state}", "Unhealthy")
         return self.embedder
 
-    def sentences(self, inputs: str | list[Input], field: str, check_length: bool = True
-                  ) -> list[list[str]]:
+    def sentences(self, inputs: str | list[Input], field: str, check_length: bool = True,
+                  tei: TeiRequest | None = None) -> list[list[str]]:
         """Requests' inputs -> token lists, with 413 past the limits and 422 for an empty
-        request or input. `field` names the inputs in messages."""
+        request or input or a lone surrogate. `field` names the inputs in messages; `tei`,
+        the request of a TEI route, may ask to truncate inputs that are too long."""
         self.ready()
         items = as_list(inputs)
         limit = self.limits.max_client_batch_size
@@ -119,15 +144,35 @@ class Service:
         if len(items) > limit:
             raise ApiError(413, f"{field} has {len(items)} inputs, more than the server's "
                            f"--max-client-batch-size {limit}: send them in several requests")
-        sentences = [self.tokenize(x) if isinstance(x, str) else x for x in items]
-        for i, tokens in enumerate(sentences):
+        if tei is not None and tei.prompt_name is not None:
+            raise ApiError(422, "prompt_name: this model has no prompts (instructions put "
+                           "before the input, as some embedding models have): leave it out")
+        cut = None if tei is None else tei.cut()
+        max_tokens = self.limits.max_input_tokens
+        sentences = []
+        for i, item in enumerate(items):
             name = field if isinstance(inputs, str) else f"{field}[{i}]"
+            _refuse_lone_surrogates(name, item)
+            tokens = self.tokenize(item) if isinstance(item, str) else item
             if not tokens:
                 raise ApiError(422, f"{name} has no tokens")
-            if check_length and len(tokens) > self.limits.max_input_tokens:
-                raise ApiError(413, f"{name} has {len(tokens)} tokens, more than the server's "
-                               f"--max-input-tokens {self.limits.max_input_tokens}: split it")
+            if check_length and len(tokens) > max_tokens:
+                if cut is None:
+                    hint = ', or send "truncate": true' if tei is not None else ""
+                    raise ApiError(413, f"{name} has {len(tokens)} tokens, more than the "
+                                   f"server's --max-input-tokens {max_tokens}: split it{hint}")
+                tokens = tokens[:max_tokens] if cut == "right" else tokens[-max_tokens:]
+            sentences.append(tokens)
         return sentences
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """422 for a request's `dimensions` other than the model's: ELMo's vectors were not
+        trained to be shortened (OpenAI's text-embedding-3 models were)."""
+        dims = self.ready().model.config.output_dim
+        if dimensions is not None and dimensions != dims:
+            raise ApiError(422, f"dimensions: this model's vectors have {dims} dimensions and "
+                           "cannot be shortened (it was not trained for it, as OpenAI's "
+                           f"text-embedding-3 models were): leave dimensions out or give {dims}")
 
     async def embed(self, request: Request, sentences: list[list[str]]) -> list[np.ndarray]:
         """Each sentence's layers (L+1, n, 2P) through the queue; 429 when too many requests
@@ -172,6 +217,20 @@ class Service:
             "quantize": None if embedder is None else embedder.model.quantization,
             "limits": asdict(limits),
         }
+
+
+def _refuse_lone_surrogates(name: str, item: Input) -> None:
+    """422 for a lone UTF-16 surrogate in an input: no character, and not writable as UTF-8
+    (JSON's "\\ud800" escape makes one; a client that cut a string between the two halves
+    of an emoji's pair sends it)."""
+    texts = [(name, item)] if isinstance(item, str) else \
+        [(f"{name}[{j}]", token) for j, token in enumerate(item)]
+    for where, text in texts:
+        at = lone_surrogate(text)
+        if at is not None:
+            raise ApiError(422, f"{where} holds a lone surrogate (\\u{ord(text[at]):04x}) at "
+                           f"character {at}: half of a UTF-16 pair, not a character; send "
+                           "whole characters")
 
 
 async def _disconnected(request: Request) -> None:
@@ -243,9 +302,9 @@ def create_app(
         if service.queue is not None:
             await service.queue.stop()
 
-    app = FastAPI(title="elmo serve", version=__version__, lifespan=lifespan,
-                  max_body_size=limits.payload_limit)
+    app = FastAPI(title="elmo serve", version=__version__, lifespan=lifespan)
     app.state.service = service
+    app.add_middleware(PayloadLimit, limit=limits.payload_limit)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
 
     @app.exception_handler(ApiError)
@@ -265,6 +324,8 @@ def create_app(
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
+        if err.status_code == 400 and err.__cause__ is not None:  # FastAPI's parsing failed
+            return _error(request, 422, describe_unparsable_body(err.__cause__), "Validation")
         kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
         return _error(request, err.status_code, str(err.detail), kind)
 
@@ -274,12 +335,14 @@ def create_app(
         return _error(request, 500, f"internal error ({type(err).__name__}); the server's "
                       "log has the details", "Backend")
 
-    @app.post("/embed_all")
+    @app.post("/embed_all", response_model=None, responses=_answers(
+        list[LayerVectors] | list[TokenVectors], "each input's token vectors", TEI_ERRORS,
+        binary=True))
     async def embed_all(body: EmbedAllRequest, request: Request) -> Response:
         """Token vectors of each input: (L+1, n, 2P) for layers "all", else (n, 2P). With
         `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
         named by its index."""
-        sentences = service.sentences(body.inputs, "inputs")
+        sentences = service.sentences(body.inputs, "inputs", tei=body)
         mode = body.layers or service.layers
         arrays = [np.ascontiguousarray(select_layers(a, mode))
                   for a in await service.embed(request, sentences)]
@@ -288,18 +351,29 @@ def create_app(
             return Response(safetensors_bytes(tensors, {"layers": mode}), media_type=BINARY)
         return _json(arrays)
 
-    @app.post("/embed")
+    @app.post("/", response_model=None, responses=_answers(
+        list[Vector], "one vector per input (TEI's default route: /embed)", TEI_ERRORS))
+    @app.post("/embed", response_model=None, responses=_answers(
+        list[Vector], "one vector per input", TEI_ERRORS))
     async def embed(body: EmbedRequest, request: Request) -> Response:
         """One vector per input: the mean over its tokens of the layer average (or top),
-        L2-normalized unless `normalize` is false."""
-        sentences = service.sentences(body.inputs, "inputs")
+        L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
+        service.check_dimensions(body.dimensions)
+        sentences = service.sentences(body.inputs, "inputs", tei=body)
         layers = await service.embed(request, sentences)
         return _json(_pooled(layers, body.layers, body.normalize))
 
-    @app.post("/v1/embeddings")
+    @app.post("/v1/embeddings", response_model=None, responses=_answers(
+        OpenAIEmbeddingResponse, "OpenAI's embeddings answer",
+        error_responses(OpenAIErrorResponse)))
     async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request) -> Response:
         """OpenAI's embeddings API: `/embed`'s normalized vectors, as floats or as base64 of
         little-endian float32."""
+        if body.holds_token_ids():
+            raise ApiError(422, "input holds token ids: this model reads characters and has no "
+                           "token ids, so send the text. (LangChain's OpenAIEmbeddings sends "
+                           "tiktoken ids unless made with check_embedding_ctx_length=False.)")
+        service.check_dimensions(body.dimensions)
         sentences = service.sentences(body.input, "input")
         vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
         if body.encoding_format == "base64":
@@ -313,7 +387,8 @@ def create_app(
             "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
         })
 
-    @app.post("/tokenize")
+    @app.post("/tokenize", response_model=None, responses=_answers(
+        list[list[Token]], "each input's tokens", TEI_ERRORS))
     async def tokenize(body: TokenizeRequest) -> Response:
         """How each input is split: TEI's token objects (`id` null: there is no vocabulary
         of ids). The tokens, without the special ones, are those `/embed_all` returns."""
@@ -322,20 +397,25 @@ def create_app(
         return _json([[t.model_dump() for t in _tokens(x, s, body.add_special_tokens)]
                       for x, s in zip(items, sentences, strict=True)])
 
-    @app.get("/info")
+    @app.get("/info", response_model=None, responses=_answers(dict[str, object], "the model"))
     async def info() -> Response:
         """The model, its layers and width, the tokenizer, the limits and the version."""
         return _json(service.info())
 
-    @app.get("/health")
+    health_answers = _answers(Health, "the model is ready",
+                              {503: {"model": Health, "description": "it is loading"}})
+
+    @app.get("/", response_model=None, responses=health_answers)
+    @app.get("/health", response_model=None, responses=health_answers)
     async def health() -> Response:
-        """200 once the model is loaded; 503 while it loads (or if it failed to)."""
+        """200 once the model is loaded; 503 while it loads (or if it failed to). `GET /`
+        is the same, as in TEI."""
         if service.embedder is not None:
             return _json({"status": "ok"})
         return _json({"status": "failed" if service.failure else "loading",
                       "error": service.failure}, 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics_text() -> Response:
         """Prometheus text format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

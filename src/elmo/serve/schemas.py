@@ -17,28 +17,51 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class EmbedAllRequest(_Request):
-    """`POST /embed_all`: token vectors; `layers` defaults to the server's --layers."""
+class TeiRequest(_Request):
+    """What `/embed_all`, `/embed` and `/` share, as TEI defines it: `truncate` cuts an input
+    longer than --max-input-tokens to its first (`truncation_direction` "right") or last
+    ("left") tokens instead of refusing it; `prompt_name` is refused (ELMo has no prompts)."""
 
     inputs: Inputs
+    truncate: bool | None = None
+    truncation_direction: Literal["right", "left", "Right", "Left"] = "right"
+    prompt_name: str | None = None
+
+    def cut(self) -> Literal["right", "left"] | None:
+        """Where an input too long is cut, or None to refuse it."""
+        if not self.truncate:
+            return None
+        return "left" if self.truncation_direction in ("left", "Left") else "right"
+
+
+class EmbedAllRequest(TeiRequest):
+    """`POST /embed_all`: token vectors; `layers` defaults to the server's --layers."""
+
     layers: Literal["all", "top", "average"] | None = None
 
 
-class EmbedRequest(_Request):
-    """`POST /embed`: one vector per input, the mean over its tokens of `layers`."""
+class EmbedRequest(TeiRequest):
+    """`POST /embed` (and `POST /`, as TEI): one vector per input, the mean over its tokens
+    of `layers`, L2-normalized unless `normalize` is false."""
 
-    inputs: Inputs
     normalize: bool = True
     layers: Literal["average", "top"] = "average"
+    dimensions: int | None = None  # refused unless the model's (TEI shortens Matryoshka ones)
 
 
 class OpenAIEmbeddingRequest(_Request):
-    """`POST /v1/embeddings`, as OpenAI's API takes it (token-id inputs are not supported:
-    this model reads characters)."""
+    """`POST /v1/embeddings`, as OpenAI's API takes it. Token ids (OpenAI's other input
+    types) are in the schema so that they are refused with a message: this model reads
+    characters. `dimensions` other than the model's is refused too."""
 
-    input: str | list[str]
+    input: str | list[str] | list[int] | list[list[int]]
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+    def holds_token_ids(self) -> bool:
+        return isinstance(self.input, list) and any(not isinstance(x, str) for x in self.input)
 
 
 class TokenizeRequest(_Request):
@@ -59,6 +82,73 @@ class Token(BaseModel):
     special: bool = False
     start: int | None = None
     stop: int | None = None
+
+
+# ---- answers, as the OpenAPI schema describes them --------------------------------------
+
+Vector = list[float]
+TokenVectors = list[list[float]]  # (n, 2P): layers "top" or "average"
+LayerVectors = list[list[list[float]]]  # (L+1, n, 2P): layers "all"
+
+
+class OpenAIEmbedding(BaseModel):
+    object: Literal["embedding"]
+    index: int
+    embedding: Vector | str  # str: base64 of little-endian float32
+
+
+class OpenAIUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class OpenAIEmbeddingResponse(BaseModel):
+    object: Literal["list"]
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: OpenAIUsage
+
+
+class Health(BaseModel):
+    status: Literal["ok", "loading", "failed"]
+    error: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """TEI's error body."""
+
+    error: str
+    error_type: str
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorResponse(BaseModel):
+    """OpenAI's error body, on `/v1/` routes."""
+
+    error: OpenAIError
+
+
+ERROR_STATUSES = {
+    413: "too many inputs, an input too long, or a body over --payload-limit",
+    422: "a body that is not JSON or not a valid request (the message names the field)",
+    429: "too many requests in flight: retry later or elsewhere",
+    500: "the model failed on this request (the server's log has the traceback)",
+    503: "the model is still loading",
+}
+
+
+def error_responses(body: type[BaseModel]) -> dict[int | str, dict[str, Any]]:
+    """The error answers of a route that embeds, for `responses=` of its decorator."""
+    return {status: {"model": body, "description": why} for status, why in ERROR_STATUSES.items()}
+
+
+# ---- inputs ------------------------------------------------------------------------------
 
 
 def as_list(inputs: Inputs) -> list[Input]:
@@ -106,3 +196,27 @@ def _field_path(loc: Sequence[Any]) -> tuple[str, int]:
             continue
         parts += 1
     return path, parts
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone UTF-16 surrogate in `text`, or None. JSON's `"\\ud800"`
+    escape decodes to one: half of a pair, no character, and not writable as UTF-8."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
+
+
+def describe_unparsable_body(error: BaseException | None) -> str:
+    """Why FastAPI could not read a body as JSON (it answers 400 "There was an error parsing
+    the body" with this as the cause), in one line with the fix."""
+    if isinstance(error, UnicodeDecodeError):
+        return (f"the body is not UTF-8: byte 0x{error.object[error.start]:02x} at position "
+                f"{error.start} ({error.reason}); send the JSON encoded as UTF-8")
+    if isinstance(error, RecursionError):
+        return ("the body nests JSON arrays or objects too deeply to parse; a request nests "
+                "at most 2 levels (a list of token lists)")
+    return f"the body is not JSON this server can read ({error}); send a request as the docs show"
