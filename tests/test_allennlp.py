@@ -15,7 +15,7 @@ from torch import nn
 from elmo import Elmo, ElmoEmbedder, batch_to_ids
 from elmo.cli import main
 from elmo.modules.bilm import BiLM
-from elmo.modules.elmo import Elmo as ElmoModule
+from elmo.modules.elmo import MixedBiLM
 from elmo.tasks.model import TaskModel
 from tests.conftest import random_bilm, require_shared
 
@@ -335,7 +335,7 @@ def test_state_dict_of_a_model_holding_elmo(fixture):
 def test_earlier_layout_of_our_task_runs_loads():
     """A task run saved before (`elmo.mixes.{k}.*`, s as one (L+1,) tensor, `elmo.bilm.*`
     when fine-tuned) loads into today's TaskModel."""
-    elmo = ElmoModule(None, None, 1, module=random_bilm(), requires_grad=True)
+    elmo = MixedBiLM(random_bilm(), 1, requires_grad=True)
     model = TaskModel(nn.Identity(), elmo)
     old = {f"elmo.bilm.{k}": v * 1.5 for k, v in random_bilm().state_dict().items()}
     old |= {"elmo.mixes.0.scalar_parameters": torch.tensor([0.1, 0.2, 0.3]),

@@ -14,13 +14,14 @@ from typing import IO
 
 import numpy as np
 import torch
+from torch import nn
 
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.loading.formats import allennlp as layout
 from elmo.loading.load import load_model
-from elmo.modules import elmo as module_elmo
 from elmo.modules.bilm import BiLM
+from elmo.modules.elmo import MixedBiLM
 from elmo.modules.scalar_mix import ScalarMix
 
 BILM = "_elmo_lstm."
@@ -29,10 +30,10 @@ DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 ALLENNLP_DEFAULT_MODEL = "original"  # ElmoEmbedder's default options and weights in AllenNLP
 
 
-class Elmo(module_elmo.Elmo):
+class Elmo(MixedBiLM):
     """AllenNLP's `Elmo`: the biLM of `options_file` and `weight_file` (official bilm-tf or
     AllenNLP files), or `module`, and `num_output_representations` mixes of its layers, with
-    AllenNLP's constructor and call. The rest is `elmo.modules.elmo.Elmo`'s (see there):
+    AllenNLP's constructor and call. The rest is `elmo.modules.elmo.MixedBiLM`'s (see there):
     stateless unless `stateful=True`; layer-norm statistics over the words and `<S>`/`</S>`
     (AllenNLP's) unless `layer_norm_boundaries=False` (bilm-tf's); no dropout inside the biLM
     when the options have no "dropout" key.
@@ -43,9 +44,29 @@ class Elmo(module_elmo.Elmo):
     AllenNLP; the layout of earlier versions of this package loads too.
     """
 
-    @staticmethod
-    def read_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
-        return load_model(options=options_file, weights=weight_file).bilm
+    def __init__(
+        self,
+        options_file: str | Path | None,
+        weight_file: str | Path | None,
+        num_output_representations: int,
+        requires_grad: bool = False,
+        do_layer_norm: bool = False,
+        dropout: float = 0.5,
+        vocab_to_cache: list[str] | None = None,
+        keep_sentence_boundaries: bool = False,
+        scalar_mix_parameters: list[float] | None = None,
+        module: nn.Module | None = None,
+        **ours,
+    ) -> None:
+        if module is not None and (options_file is not None or weight_file is not None):
+            raise ElmoError("Elmo takes options_file and weight_file, or module=, not both")
+        if module is None:
+            if options_file is None or weight_file is None:
+                raise ElmoError("Elmo needs options_file and weight_file (or a biLM as module=)")
+            module = load_model(options=options_file, weights=weight_file).bilm
+        super().__init__(module, num_output_representations, requires_grad, do_layer_norm,
+                         dropout, vocab_to_cache, keep_sentence_boundaries,
+                         scalar_mix_parameters, **ours)
 
     @classmethod
     def from_pretrained(

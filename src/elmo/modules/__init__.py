@@ -2,9 +2,9 @@
 
 from elmo.modules.bilm import BiLM, BiLMOutput
 from elmo.modules.char_cnn import CharCNNEncoder, Highway
-from elmo.modules.elmo import Elmo
+from elmo.modules.elmo import MixedBiLM
 from elmo.modules.lstm import ProjectedLSTM, StackedLSTM
 from elmo.modules.scalar_mix import ScalarMix
 
-__all__ = ["BiLM", "BiLMOutput", "CharCNNEncoder", "Elmo", "Highway", "ProjectedLSTM", "ScalarMix",
-           "StackedLSTM"]
+__all__ = ["BiLM", "BiLMOutput", "CharCNNEncoder", "Highway", "MixedBiLM", "ProjectedLSTM",
+           "ScalarMix", "StackedLSTM"]

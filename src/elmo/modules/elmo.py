@@ -1,9 +1,8 @@
-"""Elmo: a biLM plus N learned mixes of its layers, for use inside a task model."""
+"""MixedBiLM: a biLM plus N learned mixes of its layers, for use inside a task model."""
 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -16,15 +15,16 @@ from elmo.modules.scalar_mix import ScalarMix
 Representations = dict[str, torch.Tensor | list[torch.Tensor]]
 
 
-class Elmo(nn.Module):
+class MixedBiLM(nn.Module):
     """ELMo representations for a task model: `num_output_representations` mixes of the biLM's
-    L+1 layers, each followed by dropout. Constructor and call are AllenNLP's `Elmo`'s.
+    L+1 layers, each followed by dropout. The call is AllenNLP's `Elmo`'s.
 
-    This class takes its biLM as `module`: a `BiLM`, or (as AllenNLP) any module called as
+    It takes its biLM as `module`: a `BiLM`, or (as AllenNLP) any module called as
     `module(char_ids, word_ids)` that returns AllenNLP's dict of "activations" (L+1 tensors
     (B, T+2, D) with the sentence boundaries) and "mask" (B, T+2). `elmo.Elmo`, the class
-    users import, also reads `options_file` and `weight_file`, and its state dict has
-    AllenNLP's layout (this one's: `_elmo_lstm.*` as the biLM's own, `scalar_mix_{k}.*`).
+    users import, is this with AllenNLP's constructor (it also reads `options_file` and
+    `weight_file`) and state-dict layout (this one's: `_elmo_lstm.*` as the biLM's own,
+    `scalar_mix_{k}.*`).
     `quantize="int8"` quantizes a frozen `BiLM` in place for int8 CPU inference
     (docs/speed.md); it cannot be combined with `requires_grad=True`.
 
@@ -52,8 +52,7 @@ class Elmo(nn.Module):
 
     def __init__(
         self,
-        options_file: str | Path | None,
-        weight_file: str | Path | None,
+        module: nn.Module,
         num_output_representations: int,
         requires_grad: bool = False,
         do_layer_norm: bool = False,
@@ -61,7 +60,6 @@ class Elmo(nn.Module):
         vocab_to_cache: list[str] | None = None,
         keep_sentence_boundaries: bool = False,
         scalar_mix_parameters: list[float] | None = None,
-        module: nn.Module | None = None,
         *,
         stateful: bool = False,
         mode: str = "learned",
@@ -70,16 +68,9 @@ class Elmo(nn.Module):
         quantize: str | None = None,
     ) -> None:
         super().__init__()
-        files = options_file is not None or weight_file is not None
-        if module is not None and files:
-            raise ElmoError("Elmo takes options_file and weight_file, or module=, not both")
         if quantize is not None and requires_grad:
             raise ElmoError(f"quantize={quantize!r} is for a frozen biLM: it cannot be "
                             "fine-tuned (requires_grad=True)")
-        if module is None:
-            if options_file is None or weight_file is None:
-                raise ElmoError("Elmo needs options_file and weight_file (or a biLM as module=)")
-            module = self.read_bilm(options_file, weight_file)
         if quantize is not None:
             if not isinstance(module, BiLM):
                 raise ElmoError(f"quantize={quantize!r} needs a BiLM; the module= given is a "
@@ -116,12 +107,6 @@ class Elmo(nn.Module):
         self.register_state_dict_post_hook(_write_layout)
         self.register_load_state_dict_pre_hook(_read_layout)
         self.train(self.training)
-
-    @staticmethod
-    def read_bilm(options_file: str | Path, weight_file: str | Path) -> nn.Module:
-        """The biLM of an options/weights pair: read by `elmo.Elmo` (above the formats)."""
-        raise ElmoError(f"elmo.modules.elmo.Elmo takes its biLM as module=; to read "
-                        f"{options_file} and {weight_file}, use elmo.Elmo")
 
     def write_layout(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         """Rewrite this module's entries (keys under `prefix`) of a state dict being saved;
@@ -173,7 +158,7 @@ class Elmo(nn.Module):
         """2P: the size of each representation (AllenNLP's name for `output_dim`)."""
         return self.output_dim
 
-    def train(self, mode: bool = True) -> Elmo:
+    def train(self, mode: bool = True) -> MixedBiLM:
         """A frozen BiLM stays in eval mode (no LSTM dropout) whatever the task model does."""
         super().train(mode)
         if isinstance(self._elmo_lstm, BiLM):
@@ -244,9 +229,9 @@ class Elmo(nn.Module):
         return {"elmo_representations": representations, "mask": mask}
 
 
-def _write_layout(module: Elmo, state: dict, prefix: str, _metadata: dict) -> None:
+def _write_layout(module: MixedBiLM, state: dict, prefix: str, _metadata: dict) -> None:
     module.write_layout(state, prefix)
 
 
-def _read_layout(module: Elmo, state: dict, prefix: str, *_args) -> None:
+def _read_layout(module: MixedBiLM, state: dict, prefix: str, *_args) -> None:
     module.read_layout(state, prefix)

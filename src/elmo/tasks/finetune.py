@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from elmo.errors import ElmoError
-from elmo.modules.elmo import Elmo
+from elmo.modules.elmo import MixedBiLM
 from elmo.modules.scalar_mix import MIX_LR, parameter_groups
 from elmo.optim.groups import (
     bilm_layer_groups,
@@ -53,7 +53,7 @@ class GradualUnfreezer:
     """
 
     def __init__(
-        self, task_model: nn.Module, elmo: Elmo, total_steps: int, config: FineTuneConfig
+        self, task_model: nn.Module, elmo: MixedBiLM, total_steps: int, config: FineTuneConfig
     ) -> None:
         if not elmo.requires_grad:
             raise ElmoError("fine-tuning the biLM needs Elmo(..., requires_grad=True)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from elmo.modules.elmo import Elmo
+from elmo.modules.elmo import MixedBiLM
 from elmo.tasks.data import Batch
 
 ELMO_AT = ("input", "output", "both")
@@ -19,7 +19,8 @@ class TaskModel(nn.Module):
     when the biLM trains (`elmo.requires_grad`) it runs on the batch's characters.
     """
 
-    def __init__(self, task: nn.Module, elmo: Elmo | None = None, elmo_at: str = "input") -> None:
+    def __init__(self, task: nn.Module, elmo: MixedBiLM | None = None,
+                 elmo_at: str = "input") -> None:
         super().__init__()
         if elmo_at not in ELMO_AT:
             raise ValueError(f"elmo_at must be one of {ELMO_AT}, got {elmo_at!r}")

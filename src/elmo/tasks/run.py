@@ -32,7 +32,7 @@ from elmo.loading.formats.native import is_native_dir
 from elmo.loading.load import load_model
 from elmo.loading.resolve import resolve_model
 from elmo.modules.bilm import BiLM
-from elmo.modules.elmo import Elmo
+from elmo.modules.elmo import MixedBiLM
 from elmo.modules.scalar_mix import parameter_groups
 from elmo.runs import (
     CHECKPOINT_NAME,
@@ -122,10 +122,10 @@ class Run:
         if self.bilm is not None:
             # Layer-norm statistics over the words only, as the cached layers (which have no
             # boundaries) give them: the same whether the biLM is frozen or fine-tuned.
-            elmo = Elmo(None, None, 2 if config.elmo_at == "both" else 1, module=self.bilm,
-                        requires_grad=config.fine_tune, do_layer_norm=config.layer_norm,
-                        dropout=config.elmo_dropout, mode=config.elmo_mix,
-                        layer_norm_boundaries=False)
+            elmo = MixedBiLM(self.bilm, 2 if config.elmo_at == "both" else 1,
+                             requires_grad=config.fine_tune, do_layer_norm=config.layer_norm,
+                             dropout=config.elmo_dropout, mode=config.elmo_mix,
+                             layer_norm_boundaries=False)
         self.model = TaskModel(self.kind.model(self.model_config), elmo, config.elmo_at)
         self.model.task.encoder.embed.weight.requires_grad_(not config.freeze_word_vectors)
         self.model.to(self.device)
