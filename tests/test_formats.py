@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from elmo import batch_to_ids, load_bilm_tf, load_pretrained, save_bilm_tf, save_pretrained
-from elmo.loading.formats import WeightsMismatchError
+from elmo.errors import ModelFileError, ModelNotFoundError
+from elmo.loading.formats import WeightsMismatchError, load_native
 from tests.conftest import random_bilm, require_shared
 
 BATCH = [["Deep", "contextualized", "word", "representations"], ["北京", "欢迎", "你", "!"], ["a"]]
@@ -105,19 +106,20 @@ def test_missing_tensor_is_named(tmp_path):
 
 
 def test_bad_options_and_missing_files_get_clear_errors(tmp_path):
+    """ElmoErrors (printed by the CLI without a traceback), and ValueError / FileNotFoundError."""
     options_path, weights_path = _official_pair(tmp_path)
-    with pytest.raises(FileNotFoundError, match="nope.hdf5"):
+    with pytest.raises(ModelNotFoundError, match="nope.hdf5"):
         load_bilm_tf(options_path, tmp_path / "nope.hdf5")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ValueError, match="bad.json"):
+    with pytest.raises(ModelFileError, match="bad.json"):
         load_bilm_tf(bad, weights_path)
     bad.write_text(json.dumps({"lstm": {"dim": 4}}))
-    with pytest.raises(ValueError, match="missing a required field"):
+    with pytest.raises(ModelFileError, match="missing a required field"):
         load_bilm_tf(bad, weights_path)
     not_hdf5 = tmp_path / "w.hdf5"
     not_hdf5.write_text("hello")
-    with pytest.raises(ValueError, match="not a readable HDF5"):
+    with pytest.raises(ModelFileError, match="not a readable HDF5"):
         load_bilm_tf(options_path, not_hdf5)
 
 
@@ -126,10 +128,13 @@ def test_native_shape_mismatch_and_missing_dir(tmp_path):
     config = json.loads((tmp_path / "m/config.json").read_text())
     config["projection_dim"] = 8
     (tmp_path / "m/config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="token_encoder.projection.weight"):
+    with pytest.raises(ModelFileError, match="token_encoder.projection.weight"):
         load_pretrained(tmp_path / "m")
-    with pytest.raises(FileNotFoundError, match="config.json"):
-        load_pretrained(tmp_path / "empty")
+    with pytest.raises(ModelNotFoundError, match="config.json"):
+        load_native(tmp_path / "empty")
+    (tmp_path / "m/config.json").write_text("{not json")
+    with pytest.raises(ModelFileError, match="config.json is not a valid model config"):
+        load_pretrained(tmp_path / "m")
 
 
 def test_native_fp16_storage_stays_close(tmp_path):

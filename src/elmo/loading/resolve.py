@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from elmo.errors import ElmoError
+from elmo.errors import ElmoError, ModelNotFoundError
 from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
 from elmo.loading.formats.efml import is_efml_dir
 from elmo.loading.formats.native import (
@@ -44,10 +44,6 @@ FORMATS = ("native", "efml", "bilm-tf")
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
                   f"({', '.join(EFML_FILES)}, word.dic), or exactly one options .json and one "
                   "weights .hdf5 (bilm-tf)")
-
-
-class ModelNotFoundError(ElmoError, FileNotFoundError):
-    """A model name or path that names no model."""
 
 
 def shipped_root() -> Path:

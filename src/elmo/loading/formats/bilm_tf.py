@@ -15,12 +15,13 @@ import numpy as np
 import torch
 
 from elmo.config import BiLMConfig
+from elmo.errors import ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 
 
-class WeightsMismatchError(ValueError):
+class WeightsMismatchError(ModelFileError):
     """A weights file does not fit the architecture its options describe."""
 
 
@@ -64,13 +65,13 @@ def read_options(path: str | Path) -> BiLMConfig:
     try:
         options = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise FileNotFoundError(f"options file not found: {path}") from None
+        raise ModelNotFoundError(f"options file not found: {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not a valid options.json: {err}") from err
+        raise ModelFileError(f"{path} is not a valid options.json: {err}") from err
     try:
         return BiLMConfig.from_options(options)
-    except ValueError as err:
-        raise ValueError(f"{path}: {err}") from err
+    except (ValueError, TypeError) as err:
+        raise ModelFileError(f"{path}: {err}") from err
 
 
 def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
@@ -79,11 +80,12 @@ def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
     model = BiLM(config)
     weights_path = Path(weights_path)
     if not weights_path.exists():
-        raise FileNotFoundError(f"weights file not found: {weights_path}")
+        raise ModelNotFoundError(f"weights file not found: {weights_path}")
     try:
         f = h5py.File(weights_path, "r")
     except OSError as err:
-        raise ValueError(f"{weights_path} is not a readable HDF5 weights file: {err}") from err
+        raise ModelFileError(f"{weights_path} is not a readable HDF5 weights file: {err}") \
+            from err
     with f, torch.no_grad():
         enc = model.token_encoder
         n_chars, e = enc.char_embedding.weight.shape

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.errors import ElmoError
+from elmo.errors import ModelFileError
 from elmo.modules.bilm import BiLM
 
 CONFIG_NAME = "config.json"
@@ -51,7 +51,7 @@ BUNDLED_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-class EfmlFormatError(ElmoError, ValueError):
+class EfmlFormatError(ModelFileError):
     """An EfML directory with a missing, unreadable or inconsistent file."""
 
 

@@ -13,6 +13,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from elmo.config import BiLMConfig
+from elmo.errors import ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
@@ -60,24 +61,28 @@ def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
     `elmo.load_pretrained`."""
     model_dir = Path(model_dir)
     if not is_native_dir(model_dir):
-        raise FileNotFoundError(
+        raise ModelNotFoundError(
             f"{model_dir} is not a model directory: it needs {CONFIG_NAME} and {WEIGHTS_NAME}"
         )
-    config = BiLMConfig.load(model_dir / CONFIG_NAME)
+    try:
+        config = BiLMConfig.load(model_dir / CONFIG_NAME)
+    except (ValueError, TypeError, UnicodeDecodeError) as err:
+        raise ModelFileError(f"{model_dir / CONFIG_NAME} is not a valid model config: {err}") \
+            from err
     try:
         tensors = load_file(str(model_dir / WEIGHTS_NAME))
     except SafetensorError as err:
         message = f"{model_dir / WEIGHTS_NAME} is not a valid safetensors file: {err}"
-        raise ValueError(message) from err
+        raise ModelFileError(message) from err
     model = BiLM(config)
     own = model.state_dict()
     missing = sorted(set(own) - set(tensors))
     if missing:
-        raise ValueError(f"{model_dir / WEIGHTS_NAME} lacks tensors {missing[:5]}")
+        raise ModelFileError(f"{model_dir / WEIGHTS_NAME} lacks tensors {missing[:5]}")
     for name, expected in own.items():
         found = tensors[name]
         if found.shape != expected.shape:
-            raise ValueError(
+            raise ModelFileError(
                 f"{model_dir / WEIGHTS_NAME}: tensor {name!r} has shape {tuple(found.shape)}, "
                 f"but {CONFIG_NAME} describes {tuple(expected.shape)}"
             )
