@@ -105,7 +105,7 @@ def test_invalid_utf8_names_file_and_line_and_leaves_nothing(tmp_path, model_dir
         (["embed", "MODEL", "missing.txt", "out.hdf5"], "input file not found"),
         (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a released name"),
         (["embed", "EMPTYDIR", "in.txt", "out.hdf5"], "exactly one options .json"),
-        (["embed", "--options", "OPTS", "in.txt", "out.hdf5"], "give both --options and"),
+        (["embed", "--options", "OPTS", "in.txt", "out.hdf5"], "both --options and --weights"),
     ],
 )
 def test_user_mistakes_get_one_line_errors(tmp_path, model_dir, capsys, args, message):
