@@ -23,6 +23,7 @@ from elmo.cli import main
 from elmo.embed import Embedder, select_layers
 from elmo.errors import ElmoError
 from elmo.ray import Embed
+from elmo.ray.files import BlockWriter, _check_resources
 from tests.conftest import REPO, random_bilm
 
 LINES = ["the bank raised rates .", "", "we sat on the river bank .", "   ", "a", "北京 欢迎 你",
@@ -72,6 +73,25 @@ def test_a_model_that_cannot_be_loaded_fails_the_actor_naming_it(ray_session, tm
                          compute=ray.data.ActorPoolStrategy(size=1)).materialize()
 
 
+def test_a_block_reports_what_stopped_it(model_dir, tmp_path):
+    """The actor of `elmo embed --ray` returns the message (the driver raises it), writes
+    nothing: a line that is not UTF-8, a model that this node cannot load."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a fine line\n\xff\xfe\n")
+    block = {"name": np.array(["part-000000.parquet"]), "source": np.array([str(bad)]),
+             "start": np.array([0]), "stop": np.array([2])}
+    for model, message in ((model_dir, "bad.txt, line 2: not valid UTF-8"),
+                           (tmp_path / "gone", "gone' is neither a released name")):
+        done = BlockWriter(str(tmp_path), {"model": str(model)}, "strict", "float32")(block)
+        assert message in done["error"][0] and done["lines"][0] == 0
+    assert not list(tmp_path.glob("*part-*"))
+
+
+def test_actors_that_cannot_be_placed_are_refused(ray_session):
+    with pytest.raises(ElmoError, match="3 workers of 2 thread.s. need 6 CPUs; this Ray has 2"):
+        _check_resources(3, 2, 0)
+
+
 def _write_inputs(directory):
     """Two files of LINES, the second gzipped: the --ray input, and their concatenation."""
     directory.mkdir()
@@ -83,13 +103,13 @@ def _write_inputs(directory):
     return joined
 
 
-def _assert_same_hdf5(path, reference):
+def _assert_same_hdf5(path, reference, atol=1e-5):
     with h5py.File(path, "r") as f, h5py.File(reference, "r") as ref:
         assert sorted(f) == sorted(ref)
         assert json.loads(f["sentence_to_index"][0]) == json.loads(ref["sentence_to_index"][0])
         for name in ref:
             if name != "sentence_to_index":
-                np.testing.assert_allclose(f[name][...], ref[name][...], atol=1e-5, rtol=0)
+                np.testing.assert_allclose(f[name][...], ref[name][...], atol=atol, rtol=0)
 
 
 def test_ray_command_equals_embed(ray_session, model_dir, tmp_path, capsys):
@@ -118,11 +138,11 @@ def test_ray_command_equals_embed(ray_session, model_dir, tmp_path, capsys):
 
 
 def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
-    lines = [" ".join([f"line {i} of the corpus ."] * (1 + i % 3)) for i in range(20)]
+    lines = [" ".join([f"line {i} of the corpus ."] * (1 + i % 3)) for i in range(48)]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out, partial = tmp_path / "out", tmp_path / "out.partial"
     command = ["embed", str(model_dir), str(tmp_path / "in.txt"), str(out), "--ray",
-               "--workers", "1", "--block-lines", "1"]
+               "--workers", "1", "--batch-size", "1"]  # blocks of 16 x 1 lines
     address = ray.get_runtime_context().gcs_address  # the child joins this test's Ray
     with open(tmp_path / "child.log", "wb") as log:
         child = subprocess.Popen([sys.executable, "-m", "elmo", *command, "--quiet",
@@ -134,17 +154,20 @@ def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
     child.send_signal(signal.SIGKILL)
     child.wait()
     before = {p.name: p.stat().st_mtime_ns for p in partial.glob("part-*.parquet")}
-    assert 1 <= len(before) < 20 and not (out / "_manifest.json").exists()
+    assert 1 <= len(before) < 3 and not (out / "_manifest.json").exists()
 
     capsys.readouterr()
     assert main(command) == 0  # the same command, in this process (this Ray)
-    assert f"resuming {partial}: {len(before)} of 20 blocks were embedded before" in \
+    assert f"resuming {partial}: {len(before)} of 3 blocks were embedded before" in \
         capsys.readouterr().err
-    assert not partial.exists() and len(list(out.glob("part-*.parquet"))) == 20
+    assert not partial.exists() and len(list(out.glob("part-*.parquet"))) == 3
     assert all((out / name).stat().st_mtime_ns == mtime for name, mtime in before.items())
-    assert _run("embed", model_dir, tmp_path / "in.txt", tmp_path / "ref.hdf5", "--quiet") == 0
+    assert _run("embed", model_dir, tmp_path / "in.txt", tmp_path / "ref.hdf5", "--batch-size", 1,
+                "--quiet") == 0
     assert _run("merge", tmp_path / "merged.hdf5", out) == 0
-    _assert_same_hdf5(tmp_path / "merged.hdf5", tmp_path / "ref.hdf5")
+    # one input file, blocks of 16 x --batch-size lines (the default): every line has the
+    # neighbours it has in `elmo embed`, so the vectors are the same bit for bit
+    _assert_same_hdf5(tmp_path / "merged.hdf5", tmp_path / "ref.hdf5", atol=0)
 
 
 def test_without_ray_the_extra_is_named(monkeypatch, tmp_path, capsys):

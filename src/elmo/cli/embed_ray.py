@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-DEFAULT_BLOCK_LINES = 1000
-
 
 def add_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
@@ -25,7 +23,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                        help="actors, each with its own model (default: the cluster's CPUs "
                        "divided by --threads; with --device cuda, its GPUs, one each)")
     group.add_argument("--block-lines", type=int, metavar="N",
-                       help=f"lines per Parquet file (default {DEFAULT_BLOCK_LINES})")
+                       help="lines per Parquet file (default: 16 x --batch-size, 1024)")
 
 
 def asked(args: argparse.Namespace) -> bool:
@@ -62,7 +60,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         quantize=args.quantize, device=device, batch_size=args.batch_size,
         encoding_errors=args.encoding_errors, workers=args.workers,
         threads=args.threads or args.threads_before or 1,
-        block_lines=args.block_lines or DEFAULT_BLOCK_LINES, address=args.address,
+        block_lines=args.block_lines, address=args.address,
         overwrite=args.overwrite, progress=not args.quiet)
     if done.blocks and not args.quiet:
         print(f"elmo: {done.lines:,} lines ({done.tokens:,} tokens) in {done.blocks:,} blocks, "

@@ -72,6 +72,15 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
     return [f.absolute() for f in files]
 
 
+# ---- the input format: files are counted by `count_lines` and read by `read_block` (another
+# format, such as FASTA, is added to these two) ---------------------------------------------
+
+
+def count_lines(path: Path) -> tuple[int, str]:
+    """The number of sentences (lines) of an input file, and the sha256 of its text."""
+    return scan_input(path)
+
+
 def read_block(path: str, lines: range, encoding_errors: str) -> tuple[list[int], list[str]]:
     """The numbers and stripped texts of lines `lines` of a text file (plain or gzipped)."""
     numbers, texts = [], []
@@ -82,6 +91,9 @@ def read_block(path: str, lines: range, encoding_errors: str) -> tuple[list[int]
             numbers.append(number)
             texts.append(text.strip())
     return numbers, texts
+
+
+# ---- the actors and the driver -------------------------------------------------------------
 
 
 class BlockWriter:
@@ -141,7 +153,7 @@ def embed_files(
     encoding_errors: str = "strict",
     workers: int | None = None,
     threads: int = 1,
-    block_lines: int = 1000,
+    block_lines: int | None = None,
     address: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -155,8 +167,11 @@ def embed_files(
     or the cluster at $RAY_ADDRESS), shut down at the end. Re-running after a kill skips the
     blocks already written; an existing output is replaced only with `overwrite`.
     `layers`, `dtype`, `tokenizer`, `quantize`, `batch_size` and `encoding_errors` are those
-    of `Embedder.embed_file`.
+    of `Embedder.embed_file`. `block_lines` (default: 16 x `batch_size`, the Embedder's chunk):
+    the lines of a block, each block one Parquet file. With a multiple of the chunk, a line is
+    computed with the neighbours it has in `Embedder.embed_file`.
     """
+    block_lines = block_lines or 16 * batch_size
     if layers not in LAYER_MODES:
         raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
     if dtype not in OUTPUT_DTYPES:
@@ -171,7 +186,7 @@ def embed_files(
     del checked
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
-    scans = [scan_input(f) for f in tqdm(files, desc="counting lines", unit="file",
+    scans = [count_lines(f) for f in tqdm(files, desc="counting lines", unit="file",
                                          disable=not progress or len(files) < 2)]
     if sum(n for n, _ in scans) == 0:
         raise InputFileError(f"{', '.join(map(str, files))}: no lines: there is nothing to embed")
