@@ -66,6 +66,7 @@ class ParquetOutput:
     starts anew. The caller holds the output's lock (see `claim_parquet_output`)."""
 
     def __init__(self, output: Path, manifest: dict[str, Any]) -> None:
+        manifest = json.loads(json.dumps(manifest))  # as it reads back from the file
         self.output, self.manifest = output, manifest
         self.path = output.with_name(output.name + ".partial")
         self.restarted = self.path.exists() and read_manifest(self.path) != manifest
@@ -101,20 +102,17 @@ class ParquetOutput:
 
 
 @contextmanager
-def claim_parquet_output(
-    output: str | Path, manifest: dict[str, Any], overwrite: bool = False
-) -> Iterator[ParquetOutput]:
-    """The output directory claimed (see `atomic.claim_output`: an existing output is replaced
-    only with `overwrite`; locked while the body runs) and its work in progress. OUTPUT_DIR
-    must be new, empty or an earlier output: files of others in it are never deleted."""
+def claim_parquet_output(output: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """Claim the output directory (see `atomic.claim_output`: an existing output is replaced
+    only with `overwrite`; locked while the body runs). OUTPUT_DIR must be new, empty or an
+    earlier output: files of others in it are never deleted."""
     output = Path(output)
-    manifest = json.loads(json.dumps(manifest))  # as it reads back from the file
     with claim_output(output, directory_of=[MANIFEST], overwrite=overwrite):
         foreign = _foreign(output)
         if foreign:
             raise ElmoError(f"the output directory {output} holds other files "
                             f"({', '.join(foreign[:3])}): give a new or empty directory")
-        yield ParquetOutput(output, manifest)
+        yield output
 
 
 def write_block(

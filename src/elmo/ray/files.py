@@ -28,7 +28,7 @@ from elmo.data.corpus import expand_paths
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.errors import ElmoError, InputFileError
 from elmo.extras import import_extra
-from elmo.io.parquet_output import block_name, claim_parquet_output, write_block
+from elmo.io.parquet_output import ParquetOutput, block_name, claim_parquet_output, write_block
 from elmo.io.textfile import read_lines, scan_input
 from elmo.modules.bilm import model_identity
 from elmo.ray.embed import Embed
@@ -186,33 +186,25 @@ def embed_files(
     del checked
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
-    scans = [count_lines(f) for f in tqdm(files, desc="counting lines", unit="file",
-                                         disable=not progress or len(files) < 2)]
-    if sum(n for n, _ in scans) == 0:
-        raise InputFileError(f"{', '.join(map(str, files))}: no lines: there is nothing to embed")
-    starts = [(i, start) for i, (n, _) in enumerate(scans) for start in range(0, n, block_lines)]
-    manifest = {
-        "format": FORMAT, "version": 1,
-        "inputs": [{"path": str(f), "lines": n, "sha256": digest}
-                   for f, (n, digest) in zip(files, scans, strict=True)],
-        "model_sha256": model_sha256, "layers": layers, "dtype": dtype,
-        "tokenizer": tokenizer, "quantize": quantize, "encoding_errors": encoding_errors,
-        "batch_size": batch_size, "block_lines": block_lines,
-        "blocks": [{"name": block_name(b), "source": i, "start": start,
-                    "stop": min(start + block_lines, scans[i][0])}
-                   for b, (i, start) in enumerate(starts)],
-    }
     embed = {"model": model, "layers": layers, "tokenizer": tokenizer, "quantize": quantize,
              "threads": threads, "device": device, "batch_size": batch_size}
     run = RayEmbedRun(Path(output_dir))
-    with claim_parquet_output(output_dir, manifest, overwrite) as out:
+    with claim_parquet_output(output_dir, overwrite) as output:
+        scans = [count_lines(f) for f in tqdm(files, desc="counting lines", unit="file",
+                                               disable=not progress or len(files) < 2)]
+        if sum(n for n, _ in scans) == 0:
+            raise InputFileError(f"{', '.join(map(str, files))}: no lines: nothing to embed")
+        out = ParquetOutput(output, _manifest(files, scans, block_lines, {
+            "model_sha256": model_sha256, "layers": layers, "dtype": dtype,
+            "tokenizer": tokenizer, "quantize": quantize, "encoding_errors": encoding_errors,
+            "batch_size": batch_size}))
         if progress and out.restarted:
             print(f"elmo: {out.path} was left by a run of another input, model or setting: "
                   "starting anew", file=sys.stderr)
         pending = [{**b, "source": str(files[b["source"]])} for b in out.pending()]
-        done = len(manifest["blocks"]) - len(pending)
-        if progress and done:
-            print(f"elmo: resuming {out.path}: {done:,} of {len(manifest['blocks']):,} blocks "
+        blocks = len(out.manifest["blocks"])
+        if progress and len(pending) < blocks:
+            print(f"elmo: resuming {out.path}: {blocks - len(pending):,} of {blocks:,} blocks "
                   "were embedded before", file=sys.stderr)
         if pending:
             total = sum(n for n, _ in scans)
@@ -223,6 +215,22 @@ def embed_files(
                         address, bar)
         out.finish()
     return run
+
+
+def _manifest(files: list[Path], scans: list[tuple[int, str]], block_lines: int,
+              settings: dict[str, Any]) -> dict[str, Any]:
+    """What the run is made of: the inputs, the settings, and the blocks of `block_lines`
+    lines of one file (the last of each file shorter), in input order."""
+    starts = [(i, start) for i, (n, _) in enumerate(scans) for start in range(0, n, block_lines)]
+    return {
+        "format": FORMAT, "version": 1,
+        "inputs": [{"path": str(f), "lines": n, "sha256": digest}
+                   for f, (n, digest) in zip(files, scans, strict=True)],
+        **settings, "block_lines": block_lines,
+        "blocks": [{"name": block_name(b), "source": i, "start": start,
+                    "stop": min(start + block_lines, scans[i][0])}
+                   for b, (i, start) in enumerate(starts)],
+    }
 
 
 def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], directory: Path,
