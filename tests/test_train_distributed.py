@@ -1,15 +1,23 @@
 """Data-parallel training: 2 CPU processes (gloo), each reading its own half of the corpus,
-end with bit-identical parameters, and rank 0's checkpoint holds both ranks' data positions."""
+end with bit-identical parameters, and rank 0's checkpoint holds both ranks' data positions;
+`elmo train` under torchrun takes the steps of one process with both ranks' rows."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
+from elmo.cli import main
 from elmo.runs import CHECKPOINT_NAME
 from elmo.training.checkpoint import Checkpoint
 from elmo.training.distributed import init_world
@@ -60,3 +68,33 @@ def test_two_processes_stay_identical(tmp_path):
     assert streams[0]["rows"] != streams[1]["rows"]  # each rank read its own sentences
     assert not torch.equal(ckpt.ranks[0].rng["torch"], ckpt.ranks[1].rng["torch"])
     assert ckpt.best_valid_ppl is not None
+
+
+def test_torchrun_equals_one_process_with_both_batches(tmp_path):
+    """docs/training.md: without randomness that differs per rank (--dropout 0, a full softmax)
+    and with sentences that each fill one BPTT window, `torchrun --nproc-per-node 2 -m elmo
+    train --batch-size B` takes the steps of one process with --batch-size 2B: the same
+    losses and weights up to float rounding."""
+    words = "the a cat dog sees likes bird ball park home today again".split()
+    rng = random.Random(0)
+    corpus = tmp_path / "train.txt"  # 64 sentences of 4 words: 5 positions each
+    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(4)) + "\n"
+                              for _ in range(64)), encoding="utf-8")
+    common = ["train", "--train", str(corpus), "--preset", "tiny", "--dropout", "0",
+              "--softmax", "full", "--unroll-steps", "5", "--max-steps", "6",
+              "--log-every", "1", "--seed", "3", "--device", "cpu", "--quiet", "--threads", "1"]
+    torchrun = Path(sys.executable).with_name("torchrun")
+    subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", str(WORLD_SIZE), "-m",
+                    "elmo", *common, "--batch-size", "4", "--out", str(tmp_path / "two")],
+                   check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert main([*common, "--batch-size", str(4 * WORLD_SIZE), "--out", str(tmp_path / "one")]) \
+        == 0
+
+    two, one = (load_file(tmp_path / run / "model.safetensors") for run in ("two", "one"))
+    assert two.keys() == one.keys()
+    for name in one:
+        torch.testing.assert_close(two[name], one[name], rtol=1e-4, atol=1e-5, msg=name)
+    losses = [[m["train_loss"] for m in map(json.loads, (tmp_path / run / "metrics.jsonl")
+                                            .read_text().splitlines()) if "train_loss" in m]
+              for run in ("two", "one")]
+    assert len(losses[0]) == 6 and np.allclose(losses[0], losses[1], rtol=1e-5, atol=0)

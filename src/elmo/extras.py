@@ -22,6 +22,8 @@ EXTRA_PACKAGES = {
     "uvicorn": ("uvicorn", "serve"),
     "prometheus_client": ("prometheus-client", "serve"),
     "orjson": ("orjson", "serve"),
+    "ray": ("ray", "ray"),  # ray[data]: Ray Data with pyarrow and pandas
+    "pyarrow": ("pyarrow", "ray"),
 }
 
 

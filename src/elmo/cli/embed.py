@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from elmo.cli import embed_ray
 from elmo.cli.common import (
     MODEL_HELP,
     add_official_pair,
@@ -75,10 +76,13 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    f"'{SHARD}' in OUTPUT is replaced by it. Join the parts with `elmo merge`")
     add_overwrite(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    embed_ray.add_options(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if embed_ray.asked(args):
+        return embed_ray.run(args, parser)
     official = args.options is not None or args.weights is not None
     expected = 2 if official else 3
     if len(args.paths) != expected:

@@ -1,0 +1,69 @@
+"""`elmo embed MODEL INPUT OUTPUT_DIR --ray`: embed files across a Ray cluster into Parquet
+blocks (`elmo.ray.embed_files`). `elmo embed` adds these options and hands such runs here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "embedding with Ray Data",
+        "elmo embed MODEL INPUT OUTPUT_DIR --ray [--address ADDR] [--workers N] [--threads N]: "
+        "INPUT a file, a glob or a directory; OUTPUT_DIR a directory of Parquet files, one per "
+        "block of lines (`elmo merge OUT.hdf5 OUTPUT_DIR` makes the HDF5 file). The same "
+        "command resumes a killed run; --threads is per worker (default 1). Needs the [ray] "
+        "extra; docs/scaling.md",
+    )
+    group.add_argument("--ray", action="store_true", help="embed with a pool of Ray actors")
+    group.add_argument("--address", help="the Ray cluster to join, e.g. ray://head:10001 or "
+                       "head:6379 (default: $RAY_ADDRESS, else a Ray on this machine)")
+    group.add_argument("--workers", type=int, metavar="N",
+                       help="actors, each with its own model (default: the cluster's CPUs "
+                       "divided by --threads; with --device cuda, its GPUs, one each)")
+    group.add_argument("--block-lines", type=int, metavar="N",
+                       help="lines per Parquet file (default: 16 x --batch-size, 1024)")
+
+
+def asked(args: argparse.Namespace) -> bool:
+    """Whether the command line names --ray or one of its options."""
+    return args.ray or any(v is not None for v in (args.address, args.workers, args.block_lines))
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if not args.ray:
+        parser.error("--address, --workers and --block-lines go with --ray")
+    if args.options is not None or args.weights is not None:
+        parser.error("--ray takes MODEL, not --options/--weights (a directory holding the "
+                     "options .json and weights .hdf5 is a MODEL)")
+    unused = [flag for flag, given in (
+        ("--stateful", args.stateful), ("--num-shards", args.num_shards != 1),
+        ("--shard-index", args.shard_index is not None),
+        ("--forget-sentences", args.forget_sentences),
+        ("--use-sentence-keys", args.use_sentence_keys)) if given]
+    if unused:
+        parser.error(f"{', '.join(unused)}: not with --ray (Ray cuts the input into blocks "
+                     "itself, and its output keeps each line's file, number and text)")
+    if len(args.paths) != 3:
+        parser.error(f"embed --ray takes MODEL INPUT OUTPUT_DIR; got {len(args.paths)} paths: "
+                     f"{args.paths}")
+    if args.batch_size < 1 or (args.workers or 1) < 1 or (args.block_lines or 1) < 1:
+        parser.error("--batch-size, --workers and --block-lines must be at least 1")
+    from elmo.ray import embed_files  # needs the [ray] extra
+
+    model, inputs, output = args.paths
+    device = args.device if args.cuda_device is None else \
+        "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
+    done = embed_files(
+        model, inputs, output, layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
+        quantize=args.quantize, device=device, batch_size=args.batch_size,
+        encoding_errors=args.encoding_errors, workers=args.workers,
+        threads=args.threads or args.threads_before or 1,
+        block_lines=args.block_lines, address=args.address,
+        overwrite=args.overwrite, progress=not args.quiet)
+    if done.blocks and not args.quiet:
+        print(f"elmo: {done.lines:,} lines ({done.tokens:,} tokens) in {done.blocks:,} blocks, "
+              f"{done.workers} workers: {done.tokens / max(done.job_seconds, 1e-9):,.0f} "
+              f"tokens/s; output in {output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,299 @@
+"""`embed_files`: text files -> a directory of Parquet blocks with Ray Data (`elmo embed --ray`).
+
+The driver (this process) resolves INPUT to files, loads the model once (to check it and take
+its sha256), counts the lines of every file and cuts them into blocks of `block_lines`
+consecutive lines of one file. A Ray Data actor pool (`workers` actors of `threads` CPU
+threads each, or of one GPU each) then takes the blocks not written yet: an actor reads its
+block (`elmo.io.textfile`), embeds it with `Embed` and writes the block's Parquet file
+(`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read and write the files
+themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on every node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from elmo.data.corpus import expand_paths
+from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
+from elmo.errors import ElmoError, InputFileError
+from elmo.extras import import_extra
+from elmo.io.parquet_output import ParquetOutput, block_name, claim_parquet_output, write_block
+from elmo.io.textfile import read_lines, scan_input
+from elmo.modules.bilm import model_identity
+from elmo.ray.embed import Embed
+
+ray = import_extra("ray", "elmo.ray (embedding with Ray Data)")
+import_extra("ray.data", "elmo.ray (embedding with Ray Data)")
+
+FORMAT = "elmo embed --ray"
+
+
+@dataclass
+class RayEmbedRun:
+    """What `embed_files` did: the blocks it embedded (not those of an earlier run)."""
+
+    output: Path
+    blocks: int = 0
+    lines: int = 0
+    tokens: int = 0
+    block_seconds: list[float] = field(default_factory=list)  # each block, inside its actor
+    startup_seconds: float = 0.0  # starting or joining Ray
+    job_seconds: float = 0.0  # from the job's start to its last block
+    workers: int = 0
+
+
+def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Files, globs (each sorted) and directories (their files, sorted, hidden ones left
+    out), in the order given, as absolute paths."""
+    if isinstance(inputs, str | os.PathLike):
+        inputs = [inputs]
+    files: list[Path] = []
+    for item in inputs:
+        path = Path(os.path.expanduser(os.fspath(item)))
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and
+                           not p.name.startswith("."))
+            if not found:
+                raise InputFileError(f"the input directory {path} holds no files")
+            files += found
+        else:
+            files += expand_paths([path])
+    return [f.absolute() for f in files]
+
+
+# ---- the input format: files are counted by `count_lines` and read by `read_block` (another
+# format, such as FASTA, is added to these two) ---------------------------------------------
+
+
+def count_lines(path: Path) -> tuple[int, str]:
+    """The number of sentences (lines) of an input file, and the sha256 of its text."""
+    return scan_input(path)
+
+
+def read_block(path: str, lines: range, encoding_errors: str) -> tuple[list[int], list[str]]:
+    """The numbers and stripped texts of lines `lines` of a text file (plain or gzipped)."""
+    numbers, texts = [], []
+    for number, text in read_lines(path, encoding_errors):
+        if number >= lines.stop:
+            break
+        if number >= lines.start:
+            numbers.append(number)
+            texts.append(text.strip())
+    return numbers, texts
+
+
+# ---- the actors and the driver -------------------------------------------------------------
+
+
+class BlockWriter:
+    """The actor of `embed_files`: embeds whole blocks and writes each one's Parquet file.
+
+    Returns one row per block: its name, lines, tokens, seconds and `error`, the message of
+    an ElmoError (a line that is not UTF-8, a model that cannot be loaded), empty if none;
+    the driver raises it, so the user sees the message, not a Ray traceback.
+    """
+
+    def __init__(self, directory: str, embed: dict[str, Any], encoding_errors: str,
+                 dtype: str) -> None:
+        self.directory, self.encoding_errors, self.dtype = Path(directory), encoding_errors, dtype
+        try:
+            self.embed: Embed | None = Embed(**embed)
+            self.error = ""
+        except ElmoError as err:
+            self.embed, self.error = None, str(err)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = []
+        for name, source, start, stop in zip(batch["name"], batch["source"], batch["start"],
+                                             batch["stop"], strict=True):
+            began = time.perf_counter()
+            lines = tokens = 0
+            error = self.error
+            if not error:
+                try:
+                    lines, tokens = self._write(str(name), str(source), range(start, stop))
+                except ElmoError as err:
+                    error = str(err)
+            rows.append((name, lines, tokens, time.perf_counter() - began, error))
+        names, lines, tokens, seconds, errors = zip(*rows, strict=True)
+        return {"name": np.array(names), "lines": np.array(lines), "tokens": np.array(tokens),
+                "seconds": np.array(seconds), "error": np.array(errors)}
+
+    def _write(self, name: str, source: str, lines: range) -> tuple[int, int]:
+        numbers, texts = read_block(source, lines, self.encoding_errors)
+        rows = self.embed({"text": texts})
+        embeddings = [a.astype(self.dtype, copy=False) for a in rows["embedding"]]
+        write_block(self.directory / name, source, numbers, texts, list(rows["tokens"]),
+                    embeddings)
+        return len(numbers), sum(map(len, rows["tokens"]))
+
+
+def embed_files(
+    model: str | Path | None,
+    inputs: str | Path | Sequence[str | Path],
+    output_dir: str | Path,
+    *,
+    layers: str = "all",
+    dtype: str = "float32",
+    tokenizer: str | None = None,
+    quantize: str | None = None,
+    device: str | None = None,
+    batch_size: int = 64,
+    encoding_errors: str = "strict",
+    workers: int | None = None,
+    threads: int = 1,
+    block_lines: int | None = None,
+    address: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> RayEmbedRun:
+    """Embed text files (plain or gzipped, one sentence per line) into the Parquet directory
+    `output_dir` (layout: `elmo.io.parquet_output`) with Ray Data.
+
+    `inputs`: files, globs or directories. `workers` actors (default: as many as the
+    cluster's CPUs allow, or its GPUs with a cuda `device`) of `threads` torch threads each.
+    Ray: the one this process already joined, else `ray.init(address)` (None: a local Ray,
+    or the cluster at $RAY_ADDRESS), shut down at the end. Re-running after a kill skips the
+    blocks already written; an existing output is replaced only with `overwrite`.
+    `layers`, `dtype`, `tokenizer`, `quantize`, `batch_size` and `encoding_errors` are those
+    of `Embedder.embed_file`. `block_lines` (default: 16 x `batch_size`, the Embedder's chunk):
+    the lines of a block, each block one Parquet file. With a multiple of the chunk, a line is
+    computed with the neighbours it has in `Embedder.embed_file`.
+    """
+    block_lines = block_lines or 16 * batch_size
+    if layers not in LAYER_MODES:
+        raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+    if dtype not in OUTPUT_DTYPES:
+        raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
+    if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
+        raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
+                         f"{block_lines}, {workers}")
+    files = input_files(inputs)
+    checked = Embedder.from_pretrained(model, tokenizer=tokenizer, quantize=quantize,
+                                       device="cpu")
+    model_sha256, tokenizer = model_identity(checked.model), checked.tokenizer
+    del checked
+    if model is not None and Path(model).exists():  # actors do not start in our directory
+        model = str(Path(model).absolute())
+    embed = {"model": model, "layers": layers, "tokenizer": tokenizer, "quantize": quantize,
+             "threads": threads, "device": device, "batch_size": batch_size}
+    run = RayEmbedRun(Path(output_dir))
+    with claim_parquet_output(output_dir, overwrite) as output:
+        scans = [count_lines(f) for f in tqdm(files, desc="counting lines", unit="file",
+                                               disable=not progress or len(files) < 2)]
+        if sum(n for n, _ in scans) == 0:
+            raise InputFileError(f"{', '.join(map(str, files))}: no lines: nothing to embed")
+        out = ParquetOutput(output, _manifest(files, scans, block_lines, {
+            "model_sha256": model_sha256, "layers": layers, "dtype": dtype,
+            "tokenizer": tokenizer, "quantize": quantize, "encoding_errors": encoding_errors,
+            "batch_size": batch_size}))
+        if progress and out.restarted:
+            print(f"elmo: {out.path} was left by a run of another input, model or setting: "
+                  "starting anew", file=sys.stderr)
+        pending = [{**b, "source": str(files[b["source"]])} for b in out.pending()]
+        blocks = len(out.manifest["blocks"])
+        if progress and len(pending) < blocks:
+            print(f"elmo: resuming {out.path}: {blocks - len(pending):,} of {blocks:,} blocks "
+                  "were embedded before", file=sys.stderr)
+        if pending:
+            total = sum(n for n, _ in scans)
+            bar = {"total": total, "initial": total - sum(b["stop"] - b["start"] for b in pending),
+                   "unit": "line", "disable": not progress,
+                   "desc": f"embedding {len(files)} file{'s' * (len(files) > 1)} with Ray"}
+            _run_blocks(run, pending, out.path, embed, encoding_errors, dtype, workers,
+                        address, bar)
+        out.finish()
+    return run
+
+
+def _manifest(files: list[Path], scans: list[tuple[int, str]], block_lines: int,
+              settings: dict[str, Any]) -> dict[str, Any]:
+    """What the run is made of: the inputs, the settings, and the blocks of `block_lines`
+    lines of one file (the last of each file shorter), in input order."""
+    starts = [(i, start) for i, (n, _) in enumerate(scans) for start in range(0, n, block_lines)]
+    return {
+        "format": FORMAT, "version": 1,
+        "inputs": [{"path": str(f), "lines": n, "sha256": digest}
+                   for f, (n, digest) in zip(files, scans, strict=True)],
+        **settings, "block_lines": block_lines,
+        "blocks": [{"name": block_name(b), "source": i, "start": start,
+                    "stop": min(start + block_lines, scans[i][0])}
+                   for b, (i, start) in enumerate(starts)],
+    }
+
+
+def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], directory: Path,
+                embed: dict[str, Any], encoding_errors: str, dtype: str, workers: int | None,
+                address: str | None, bar: dict[str, Any]) -> None:
+    """Embed and write `blocks` with a Ray Data actor pool; fills in `run`. `bar`: the
+    progress bar's options."""
+    threads, gpus = embed["threads"], int(str(embed["device"] or "").startswith("cuda"))
+    began = time.perf_counter()
+    with _ray_session(address) as local:
+        run.startup_seconds = time.perf_counter() - began
+        run.workers = workers or _default_workers(threads, gpus)
+        if local:
+            _check_resources(run.workers, threads, gpus)
+        ray.data.DataContext.get_current().enable_progress_bars = False  # ours instead
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        results = ray.data.from_items(blocks, override_num_blocks=len(blocks)).map_batches(
+            BlockWriter, batch_size=1, num_cpus=threads, num_gpus=gpus,
+            compute=ray.data.ActorPoolStrategy(size=run.workers),
+            fn_constructor_kwargs={"directory": str(directory), "embed": embed,
+                                   "encoding_errors": encoding_errors, "dtype": dtype})
+        began = time.perf_counter()
+        with tqdm(**bar) as lines_done:
+            for row in results.iter_rows():
+                if row["error"]:
+                    raise ElmoError(str(row["error"]))
+                run.blocks += 1
+                run.lines += int(row["lines"])
+                run.tokens += int(row["tokens"])
+                run.block_seconds.append(float(row["seconds"]))
+                lines_done.update(int(row["lines"]))
+        run.job_seconds = time.perf_counter() - began
+
+
+@contextmanager
+def _ray_session(address: str | None) -> Iterator[bool]:
+    """The Ray this process joined already, else `ray.init(address)`, shut down after.
+    Yields whether it is a Ray of our own on this machine, whose size we know."""
+    if ray.is_initialized():
+        yield False
+        return
+    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.WARNING)
+    try:
+        yield address is None and not os.environ.get("RAY_ADDRESS")
+    finally:
+        ray.shutdown()
+
+
+def _default_workers(threads: int, gpus: int) -> int:
+    resources = ray.cluster_resources()
+    if gpus:
+        return max(1, int(resources.get("GPU", 0)))
+    return max(1, int(resources.get("CPU", 1)) // threads)
+
+
+def _check_resources(workers: int, threads: int, gpus: int) -> None:
+    """Refuse actors that this Ray can never place (they would wait forever)."""
+    resources = ray.cluster_resources()
+    needs = {"CPU": workers * threads, "GPU": workers * gpus}
+    short = {k: v for k, v in needs.items() if v > resources.get(k, 0)}
+    if short:
+        have = ", ".join(f"{resources.get(k, 0):g} {k}s" for k in short)
+        raise ElmoError(f"{workers} workers of {threads} thread(s){' and 1 GPU' * gpus} need "
+                        f"{', '.join(f'{v} {k}s' for k, v in short.items())}; this Ray has "
+                        f"{have}: lower --workers or --threads")
