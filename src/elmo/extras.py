@@ -22,6 +22,7 @@ EXTRA_PACKAGES = {
     "uvicorn": ("uvicorn", "serve"),
     "prometheus_client": ("prometheus-client", "serve"),
     "orjson": ("orjson", "serve"),
+    "huggingface_hub": ("huggingface_hub", "hub"),
 }
 
 
