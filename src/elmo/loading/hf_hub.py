@@ -13,6 +13,7 @@ The Hub's failures become `HubError`s that name the repo, the revision and the f
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -71,7 +72,11 @@ def parse_hub_name(name: str) -> HubName:
 
 
 def _hub() -> ModuleType:
-    return import_extra("huggingface_hub", "a Hub model (hf:OWNER/REPO)")
+    """huggingface_hub, with the sub-modules used here imported (it loads them lazily)."""
+    hub = import_extra("huggingface_hub", "a Hub model (hf:OWNER/REPO)")
+    for module in ("constants", "errors", "hf_api", "utils"):
+        importlib.import_module(f"huggingface_hub.{module}")
+    return hub
 
 
 def listing(name: HubName) -> tuple[str, dict[str, int]]:
@@ -163,4 +168,14 @@ def hub_errors(name: HubName) -> Iterator[None]:
         raise HubError(f"could not reach the Hub ({constants.ENDPOINT}) for {name.where}, and "
                        f"the cache does not hold it: {err}") from None
     except errors.HfHubHTTPError as err:
-        raise HubError(f"the Hub ({constants.ENDPOINT}) refused {name.where}: {err}") from None
+        status = getattr(err.response, "status_code", None)
+        why = f"; {token}" if status in (401, 403) else ""
+        raise HubError(f"the Hub ({constants.ENDPOINT}) refused {name.where}: "
+                       f"{_first_line(err)}{why}") from None
+    except OSError as err:  # a transfer cut short: huggingface_hub keeps no part of it
+        raise HubError(f"the transfer of {name} failed ({_first_line(err)}); nothing of it is "
+                       "used: run the command again") from None
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
