@@ -22,7 +22,7 @@ from elmo.cli import main
 from elmo.extras import MissingExtraError
 from elmo.loading.hf_hub import HubError, parse_hub_name
 from elmo.loading.resolve import resolve_model
-from tests.conftest import REPO, random_bilm
+from tests.conftest import REPO, random_bilm, require_shared
 from tests.hub_standin import TOKEN, HubStandIn
 from tests.test_allennlp_archive import write_allennlp_archive
 from tests.test_efml import write_efml_dir
@@ -111,6 +111,19 @@ def test_official_pair_at_the_root_and_in_a_subfolder(hub, tmp_path):
     assert files.options.name == "options.json" and files.directory.name == "copy"
 
 
+def test_allennlp_test_fixtures_as_the_hub_holds_them(hub, tmp_path):
+    """lysandre/test-elmo-tiny's listing: AllenNLP's fixture folder (options.json and
+    lm_weights.hdf5 beside sentences.json and four .hdf5 files of expected outputs) and a
+    config/ folder."""
+    fixtures = require_shared("fixtures", "bilm-tf", "allennlp_test_fixtures_elmo")
+    hub.commit_folder("lysandre/test-elmo-tiny", fixtures)
+    hub.commit("lysandre/test-elmo-tiny", {"config/characters_token_embedder.json": b"{}"})
+    files = resolve_model("hf:lysandre/test-elmo-tiny")
+    assert [p for p, _ in files.remote] == ["options.json", "lm_weights.hdf5"]
+    local = load_model(options=fixtures / "options.json", weights=fixtures / "lm_weights.hdf5")
+    torch.testing.assert_close(layers(load_model(files).bilm), layers(local.bilm))
+
+
 def test_efml_directory(hub, tmp_path):
     model = write_efml_dir(tmp_path / "efml")
     hub.commit_folder("someone/efml-zh", model)
@@ -160,6 +173,9 @@ def test_offline_from_the_cache(hub, tmp_path, monkeypatch, capsys):
     hub.commit_folder("me/cached", model, branch="v2")
     online = embed(tmp_path, "hf:me/cached")
     embed(tmp_path, "hf:me/cached@v2")
+    before = len(hub.requests)
+    embed(tmp_path, "hf:me/cached")  # online again: one request, which commit main is
+    assert [path for _, path in hub.requests[before:]] == ["/api/models/me/cached"]
     go_offline(monkeypatch)
     before = len(hub.requests)
     assert_same_vectors(embed(tmp_path, "hf:me/cached"), online)
