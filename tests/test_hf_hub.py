@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +182,9 @@ def test_offline_from_the_cache(hub, tmp_path, monkeypatch, capsys):
     assert_same_vectors(embed(tmp_path, "hf:me/cached"), online)
     assert_same_vectors(embed(tmp_path, "hf:me/cached@v2"), online)
     assert len(hub.requests) == before  # resolution too needs no network
+    for listing in Path(hub_constants.HF_HUB_CACHE).glob("models--me--cached/trees"):
+        shutil.rmtree(listing)  # a cache that an older huggingface_hub wrote
+    assert_same_vectors(embed(tmp_path, "hf:me/cached"), online)
     capsys.readouterr()
     assert main(["info", "hf:me/uncached"]) == 1
     err = capsys.readouterr().err

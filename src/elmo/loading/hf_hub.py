@@ -74,7 +74,7 @@ def parse_hub_name(name: str) -> HubName:
 def _hub() -> ModuleType:
     """huggingface_hub, with the sub-modules used here imported (it loads them lazily)."""
     hub = import_extra("huggingface_hub", "a Hub model (hf:OWNER/REPO)")
-    for module in ("constants", "errors", "hf_api", "utils"):
+    for module in ("constants", "errors", "file_download", "hf_api", "utils"):
         importlib.import_module(f"huggingface_hub.{module}")
     return hub
 
@@ -92,15 +92,27 @@ def listing(name: HubName) -> tuple[str, dict[str, int]]:
             files = {f.path: f.size for f in hub.get_cached_repo_tree(name.repo_id,
                                                                       revision=commit)}
         except hub.errors.CachedRepoTreeNotFoundError:
-            files = {f.path: f.size
-                     for f in api.list_repo_tree(name.repo_id, revision=commit, recursive=True)
-                     if isinstance(f, hub.hf_api.RepoFile)}
+            files = _snapshot_files(hub, name, commit) if hub.constants.is_offline_mode() \
+                else {}
+            files = files or {
+                f.path: f.size
+                for f in api.list_repo_tree(name.repo_id, revision=commit, recursive=True)
+                if isinstance(f, hub.hf_api.RepoFile)}
     inside = {name.relative(p): size for p, size in files.items()
               if not name.subfolder or p.startswith(name.subfolder + "/")}
     if not inside:
         raise HubError(f"{name.repo_id} has no folder {name.subfolder!r} at commit "
                        f"{commit[:12]}" if name.subfolder else f"{name.repo_id} holds no files")
     return commit, inside
+
+
+def _snapshot_files(hub: ModuleType, name: HubName, commit: str) -> dict[str, int]:
+    """The files of `commit` in the cache's snapshot folder: what offline use can list where
+    the cache holds no listing of the commit (one written by an older huggingface_hub)."""
+    folder = Path(hub.constants.HF_HUB_CACHE, hub.file_download.repo_folder_name(
+        repo_id=name.repo_id, repo_type="model"), "snapshots", commit)
+    return {p.relative_to(folder).as_posix(): p.stat().st_size
+            for p in folder.rglob("*") if p.is_file()}
 
 
 def download(name: HubName, commit: str, paths: Sequence[str], *, progress: bool = True) -> Path:
