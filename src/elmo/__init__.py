@@ -7,6 +7,7 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.loading import LoadedModel, load_model, load_pretrained
 from elmo.loading.formats import load_bilm_tf, save_bilm_tf, save_pretrained
+from elmo.loading.publish import push_to_hub
 from elmo.modules import BiLM, BiLMOutput, CharCNNEncoder, ScalarMix
 from elmo.tokenize import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 
@@ -30,6 +31,7 @@ __all__ = [
     "load_bilm_tf",
     "load_model",
     "load_pretrained",
+    "push_to_hub",
     "save_bilm_tf",
     "save_pretrained",
 ]

@@ -24,6 +24,7 @@ EXTRA_PACKAGES = {
     "orjson": ("orjson", "serve"),
     "ray": ("ray", "ray"),  # ray[data]: Ray Data with pyarrow and pandas
     "pyarrow": ("pyarrow", "ray"),
+    "huggingface_hub": ("huggingface_hub", "hub"),
 }
 
 

@@ -1,65 +1,83 @@
 """`elmo export`: write a biLM in the official bilm-tf format (options.json + weights.hdf5) or
-in our format (config.json + model.safetensors)."""
+in ours (config.json + model.safetensors), or publish it to a Hugging Face Hub repo."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
+import dataclasses
 import sys
 from pathlib import Path
 
-from elmo.cli.common import add_overwrite
-from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
-from elmo.loading.formats.bilm_tf import save_bilm_tf
-from elmo.loading.formats.native import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, save_pretrained
+from elmo.cli.common import MODEL_HELP, add_overwrite
+from elmo.errors import ElmoError
+from elmo.io.atomic import claim_output
+from elmo.loading.hf_hub import PREFIX as HUB_PREFIX
+from elmo.loading.hf_hub import parse_hub_name
 from elmo.loading.load import load_model
-from elmo.loading.resolve import CARD_NAME, resolve_model
-
-# The files each format writes into OUTDIR (vocab.txt too, when MODEL has one).
-FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"), "native": (CONFIG_NAME, WEIGHTS_NAME)}
+from elmo.loading.publish import EXPORT_FORMATS, export_names, push_to_hub, save_model
+from elmo.loading.resolve import resolve_model
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
-        help="export a biLM to the official bilm-tf format or to ours",
-        description="Write MODEL (a directory from `elmo train` or in our format, a released "
-        "name, an ELMoForManyLangs directory, or a directory with an options/weights pair) to "
-        "OUTDIR (created if missing): "
+        help="export a biLM to the official bilm-tf format or to ours, or publish it on the Hub",
+        description="Write MODEL (" + MODEL_HELP + ") to OUTDIR (created if missing): "
         "bilm-tf writes options.json + weights.hdf5, native writes config.json + "
         "model.safetensors (what `elmo embed OUTDIR` loads fastest); plus vocab.txt when MODEL "
-        "has one, and card.json with the tokenizer MODEL records. The softmax is not exported "
-        "(the official prediction files have none). bilm-tf holds byte-level models only: "
-        "ELMoForManyLangs models export to native.",
+        "has one, and card.json with what MODEL records (tokenizer, data, perplexity). The "
+        "softmax is not exported (the official prediction files have none). bilm-tf holds "
+        "byte-level models only: ELMoForManyLangs models export to native. "
+        "OUTDIR hf:OWNER/REPO[/SUB/DIR] publishes to that Hugging Face Hub repo (created if "
+        "missing) in our format, with a model card README.md; `hf:OWNER/REPO` then loads it "
+        "(docs/hub.md).",
     )
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("out_dir", metavar="OUTDIR")
-    p.add_argument("--format", choices=sorted(FORMATS), default="bilm-tf",
-                   help="default bilm-tf")
+    p.add_argument("out_dir", metavar="OUTDIR", help="a directory, or hf:OWNER/REPO")
+    p.add_argument("--format", choices=sorted(EXPORT_FORMATS), default=None,
+                   help="default: bilm-tf for a directory; a Hub repo gets native")
     add_overwrite(p)
+    hub = p.add_argument_group("publishing to the Hub (OUTDIR hf:OWNER/REPO)")
+    hub.add_argument("--revision", metavar="BRANCH",
+                     help="commit to this branch, created from the default branch if missing "
+                     "(default: the default branch)")
+    hub.add_argument("--private", action="store_true",
+                     help="create the repo private (a repo that exists keeps its visibility)")
+    hub.add_argument("--language", action="append", metavar="CODE",
+                     help="the model card's language (ISO 639 code; repeat for several); "
+                     "default: what MODEL records, if anything")
+    hub.add_argument("--license", help="the model card's license (a Hub license id, e.g. "
+                     "apache-2.0); default: what MODEL records, if anything")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.out_dir.startswith(HUB_PREFIX):
+        return _publish(args)
+    hub_options = [f"--{o}" for o in ("revision", "private", "language", "license")
+                   if getattr(args, o)]
+    if hub_options:
+        parser.error(f"{', '.join(hub_options)} apply to OUTDIR hf:OWNER/REPO only")
+    fmt = args.format or "bilm-tf"
     files = resolve_model(args.model).local()
-    vocab, tokenizer = files.vocab_file, files.recorded_tokenizer()
-    names = FORMATS[args.format] + ((VOCAB_NAME,) if vocab is not None else ()) \
-        + ((CARD_NAME,) if tokenizer is not None else ())
     model_path = [args.model] if Path(args.model).exists() else []
     with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
-                      directory_of=names) as out_dir:
-        bilm = load_model(files).bilm
-        if args.format == "native":
-            save_pretrained(bilm, out_dir)
-        else:
-            save_bilm_tf(bilm, out_dir)
-        if vocab is not None:
-            with atomic_output(out_dir / VOCAB_NAME) as tmp:
-                shutil.copyfile(vocab, tmp)
-        if tokenizer is not None:  # `elmo embed OUTDIR` splits lines as MODEL does
-            atomic_write_text(out_dir / CARD_NAME, json.dumps(
-                {"tokenizer": tokenizer, "exported_from": str(args.model)}, indent=2) + "\n")
-    written = [out_dir / name for name in names]
+                      directory_of=export_names(files, fmt)) as out_dir:
+        written = save_model(load_model(files), out_dir, fmt, exported_from=str(args.model))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    if args.format not in (None, "native"):
+        raise ElmoError(f"a Hub repo gets our format (native), not {args.format}: leave out "
+                        "--format")
+    target = parse_hub_name(args.out_dir)
+    if target.revision is not None and args.revision not in (None, target.revision):
+        raise ElmoError(f"{args.out_dir} and --revision {args.revision} name two branches")
+    repo = str(dataclasses.replace(target, revision=None)).removeprefix(HUB_PREFIX)
+    url = push_to_hub(args.model, repo, revision=args.revision or target.revision,
+                      private=args.private or None,
+                      language=args.language, license=args.license)
+    print(f"published {args.model} to {args.out_dir}: {url}", file=sys.stderr)
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from elmo.loading.formats.allennlp_archive import load_allennlp_archive
 from elmo.loading.formats.bilm_tf import load_bilm_tf
 from elmo.loading.formats.efml import load_efml
 from elmo.loading.formats.native import load_native
@@ -35,7 +36,7 @@ class LoadedModel:
 
     @property
     def format(self) -> str:
-        """"native", "efml" or "bilm-tf"."""
+        """"native", "efml", "allennlp" or "bilm-tf"."""
         return self.files.format
 
     @cached_property
@@ -77,4 +78,6 @@ def _read(files: ModelFiles) -> tuple[BiLM, dict[str, torch.Tensor]]:
         return load_native(files.directory)
     if files.format == "efml":
         return load_efml(files.directory), {}
+    if files.format == "allennlp":
+        return load_allennlp_archive(files.directory), {}
     return load_bilm_tf(files.options, files.weights), {}

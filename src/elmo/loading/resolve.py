@@ -2,32 +2,39 @@
 
 A model is named by
 
+- `hf:OWNER/REPO`, `hf:OWNER/REPO/SUB/DIR`, either with `@REVISION` (a branch, tag or commit):
+  a model on the Hugging Face Hub (`elmo.loading.hf_hub`), in any layout below;
 - a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
   `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs model directory
-  (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`) or a directory
-  holding one official options/weights pair;
+  (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`), an unpacked
+  AllenNLP archive (`config.json` + `weights.th`) or a directory holding one official
+  options/weights pair;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
   the ELMoForManyLangs models), downloaded on first use;
 - or, instead of a MODEL, an official options/weights pair given as two files.
 
-`resolve_model` decides the source and format without downloading anything;
-`ModelFiles.local` brings a released model's files into the cache. `elmo.loading.load` reads
-them. A new source of models is one branch in each of the two.
+`resolve_model` decides the source and format without downloading anything (a Hub model's
+layout comes from the repo's file listing); `ModelFiles.local` brings a released or Hub
+model's files to this machine. `elmo.loading.load` reads them. A new source of models is one
+branch in each of the two.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from elmo.errors import ElmoError, ModelNotFoundError
+from elmo.loading import hf_hub
+from elmo.loading.formats import allennlp_archive as archive
+from elmo.loading.formats.efml import ENCODER, TOKEN_EMBEDDER
 from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
-from elmo.loading.formats.efml import is_efml_dir
 from elmo.loading.formats.native import (
     CONFIG_NAME,
     RUN_NAME,
@@ -40,10 +47,11 @@ from elmo.runs import MARKER_NAME, TASK, run_kind
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
-FORMATS = ("native", "efml", "bilm-tf")
+FORMATS = ("native", "efml", "allennlp", "bilm-tf")
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
-                  f"({', '.join(EFML_FILES)}, word.dic), or exactly one options .json and one "
-                  "weights .hdf5 (bilm-tf)")
+                  f"({', '.join(EFML_FILES)}, word.dic), an AllenNLP archive ("
+                  f"{archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}), or one options .json and "
+                  "one weights .hdf5 (bilm-tf)")
 
 
 def shipped_root() -> Path:
@@ -73,11 +81,12 @@ def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """A resolved MODEL: its format ("native", "efml" or "bilm-tf"), where it comes from
-    (`source`: "path", "shipped", "release", "efml-release" or "files") and, once on this
-    machine, where its files are: `directory` (the model's directory; for an official pair,
-    the directory holding it, which may record its tokenizer), `options` and `weights` (the
-    official pair's two files)."""
+    """A resolved MODEL: its format ("native", "efml", "allennlp" or "bilm-tf"), where it comes
+    from (`source`: "path", "shipped", "release", "efml-release", "hub" or "files") and, once
+    on this machine, where its files are: `directory` (the model's directory; for an official
+    pair, the directory holding it, which may record its tokenizer), `options` and `weights`
+    (the official pair's two files). A Hub model also has the commit its name resolved to
+    (`revision`) and the repo files it reads, with their sizes (`remote`)."""
 
     name: str
     format: str
@@ -85,6 +94,8 @@ class ModelFiles:
     directory: Path | None = None
     options: Path | None = None
     weights: Path | None = None
+    revision: str | None = None
+    remote: tuple[tuple[str, int], ...] = ()
 
     @property
     def paths(self) -> list[Path]:
@@ -94,8 +105,8 @@ class ModelFiles:
         return [self.directory] if self.directory is not None else []
 
     def local(self, *, progress: bool = True) -> ModelFiles:
-        """These files on this machine: a released model is downloaded into the cache on
-        first use (a progress bar unless `progress` is False)."""
+        """These files on this machine: a released or Hub model is downloaded into its cache
+        on first use (a progress bar unless `progress` is False)."""
         if self.paths:
             return self
         if self.source == "release":
@@ -105,6 +116,13 @@ class ModelFiles:
         if self.source == "efml-release":
             return dataclasses.replace(self, directory=resolve_efml(self.name,
                                                                     progress=progress))
+        if self.source == "hub":
+            hub = hf_hub.parse_hub_name(self.name)
+            directory = hf_hub.download(hub, self.revision, [p for p, _ in self.remote],
+                                        progress=progress)
+            names = {hub.relative(p) for p, _ in self.remote}
+            return dataclasses.replace(self, directory=directory,
+                                       **_pair_of(directory, self.format, names))
         return self
 
     @property
@@ -159,10 +177,13 @@ def resolve_model(
         return ModelFiles(str(options), "bilm-tf", "files", options=Path(options),
                           weights=Path(weights))
     name = DEFAULT_MODEL if model is None else str(model)
+    if name.startswith(hf_hub.PREFIX):
+        return _resolve_hub(name)
     path = Path(name)
     if model is not None and path.exists():
-        return ModelFiles(name, _format_of_directory(path), "path", directory=path,
-                          **_pair_of(path))
+        fmt = _format_of_directory(path)
+        return ModelFiles(name, fmt, "path", directory=path,
+                          **_pair_of(path, fmt, _file_names(path)))
     if name in RELEASED_MODELS:
         return ModelFiles(name, "bilm-tf", "release")
     if name in EFML_RELEASES:
@@ -171,9 +192,20 @@ def resolve_model(
         return ModelFiles(name, "native", "shipped", directory=shipped_model_dir(name))
     raise ModelNotFoundError(
         f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
-        f"efml:<lang> such as efml:zhs, efml:en), a shipped model "
-        f"({', '.join(shipped_models()) or 'none'}), nor a model directory ({FORMATS_NEEDED})"
+        f"efml:<lang> such as efml:zhs, efml:en), a Hub model (hf:OWNER/REPO[@REVISION]), a "
+        f"shipped model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
+        f"({FORMATS_NEEDED})"
     )
+
+
+def _resolve_hub(name: str) -> ModelFiles:
+    """A Hub model's layout, from the file listing of its folder at the commit its revision
+    names (asked of the Hub, or read from the cache offline); no file is downloaded."""
+    hub = hf_hub.parse_hub_name(name)
+    commit, sizes = hf_hub.listing(hub)
+    fmt = format_of_files(sizes, f"{name} (commit {commit[:12]})")
+    return ModelFiles(name, fmt, "hub", revision=commit,
+                      remote=tuple((hub.path(n), sizes[n]) for n in files_read(fmt, sizes)))
 
 
 def _format_of_directory(path: Path) -> str:
@@ -185,31 +217,82 @@ def _format_of_directory(path: Path) -> str:
         raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
                         "the biLM it was trained with (its config.json says which, under "
                         "task.elmo)")
-    if is_native_dir(path):
+    return format_of_files(_file_names(path), str(path))
+
+
+def _file_names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir() if p.is_file()}
+
+
+def format_of_files(names: Collection[str], where: str) -> str:
+    """The format of a model directory that holds the files `names` (paths relative to it;
+    those in sub-directories count for no format). An error lists the files and the formats
+    expected when none fits."""
+    top = {n for n in names if "/" not in n}
+    if {CONFIG_NAME, WEIGHTS_NAME} <= top:
         return "native"
-    return "efml" if is_efml_dir(path) else "bilm-tf"
+    if TOKEN_EMBEDDER in top or ENCODER in top:
+        return "efml"
+    if {archive.CONFIG_NAME, archive.WEIGHTS_NAME} <= top:
+        return "allennlp"
+    official_pair(top, where)
+    return "bilm-tf"
 
 
-def _pair_of(directory: Path) -> dict[str, Path]:
-    """The official pair in `directory` as ModelFiles fields; none for other formats."""
-    if is_native_dir(directory) or is_efml_dir(directory):
+def files_read(fmt: str, names: Collection[str]) -> list[str]:
+    """Which of a model directory's files (`names`, relative paths) a model of format `fmt`
+    reads: the weights and what describes them, the vocabulary and the recorded tokenizer."""
+    top = sorted(n for n in names if "/" not in n)
+    records = [n for n in (CARD_NAME, RUN_NAME) if n in top]
+    if fmt == "native":
+        return [CONFIG_NAME, WEIGHTS_NAME, *(n for n in (VOCAB_NAME,) if n in top), *records]
+    if fmt == "efml":  # the network config is whichever .json config.json names
+        return [n for n in top if n.endswith((".json", ".dic", ".pkl"))]
+    if fmt == "allennlp":  # the options file: any .json, or archived under fta/
+        return [n for n in top if n.endswith(".json") or n == archive.WEIGHTS_NAME] \
+            + sorted(n for n in names if n.startswith(archive.ARCHIVED_DIR + "/"))
+    return [*official_pair(top, "the model"), *records]
+
+
+def _pair_of(directory: Path, fmt: str, names: Collection[str]) -> dict[str, Path]:
+    """The official pair in `directory` (holding the files `names`) as ModelFiles fields;
+    none for other formats."""
+    if fmt != "bilm-tf":
         return {}
-    options, weights = find_official_pair(directory)
-    return {"options": options, "weights": weights}
+    options, weights = official_pair(names, str(directory))
+    return {"options": directory / options, "weights": directory / weights}
 
 
 def find_official_pair(directory: Path) -> tuple[Path, Path]:
     """The one options .json and one weights .hdf5 in a directory."""
-    options = sorted(p for p in directory.glob("*.json")
-                     if p.name not in (CONFIG_NAME, CARD_NAME, RUN_NAME, MARKER_NAME))
-    weights = sorted(directory.glob("*.hdf5")) + sorted(directory.glob("*.h5"))
+    options, weights = official_pair(_file_names(directory), str(directory))
+    return directory / options, directory / weights
+
+
+def official_pair(names: Collection[str], where: str) -> tuple[str, str]:
+    """The names of the one options .json and the one weights .hdf5 among `names`; where
+    several are, those named "options" and "weights" (AllenNLP's test fixtures hold the
+    expected embeddings as .hdf5 files beside `lm_weights.hdf5`)."""
+    records = (CONFIG_NAME, CARD_NAME, RUN_NAME, MARKER_NAME)
+    options = _named(sorted(n for n in names if n.endswith(".json") and n not in records),
+                     "options")
+    weights = _named(sorted(n for n in names if n.endswith((".hdf5", ".h5"))), "weights")
     if len(options) == 1 and len(weights) == 1:
         return options[0], weights[0]
+    shown = sorted(names)
+    found = ", ".join(shown[:30]) + (f" and {len(shown) - 30} more" if len(shown) > 30 else "")
     raise ElmoError(
-        f"{directory} is no model directory: it should hold {FORMATS_NEEDED}; found options "
-        f"{[p.name for p in options]} and weights {[p.name for p in weights]}. Give the two "
-        "files with --options and --weights, or put one pair in a directory of its own."
+        f"{where} is no model directory: it should hold {FORMATS_NEEDED}; found "
+        f"{found or 'no files'} (options {options}, weights {weights}). Give the two files "
+        "with --options and --weights, or put one pair in a directory of its own."
     )
+
+
+def _named(candidates: list[str], word: str) -> list[str]:
+    """`candidates`, or those whose name holds `word` when there are several."""
+    if len(candidates) < 2:
+        return candidates
+    return [n for n in candidates if word in n.lower()] or candidates
 
 
 def is_task_run(directory: str | Path) -> bool:

@@ -1,0 +1,168 @@
+"""AllenNLP model archives (a `model.tar.gz` unpacked) -> BiLM (read only).
+
+An archive directory holds `config.json`, the experiment's configuration, and `weights.th`,
+the torch state dict of the whole model (read with `weights_only=True`). Its ELMo token
+embedder holds an `Elmo` module, whose biLM tensors end in `_elmo_lstm._token_embedder.*` and
+`_elmo_lstm._elmo_lstm.*` (AllenNLP's layout, see `formats/allennlp.py`).
+
+The architecture comes from the options file that the configuration's `options_file` names,
+found as AllenNLP finds it: archived with the model (AllenNLP <= 0.9: `fta/<key>`, listed in
+`files_to_archive.json`), at the path given (relative to the archive) or by its file name in
+the archive. A released model's options file (AllenNLP >= 1.0 names its URL) needs no copy:
+the sizes are read off the weights, the rest is what every released model uses (ReLU,
+clipping at 3, skip connections).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from elmo.config import BiLMConfig
+from elmo.errors import ElmoError
+from elmo.loading.formats.allennlp import DIRECTIONS, LSTM, TOKEN_EMBEDDER, from_allennlp
+from elmo.loading.formats.bilm_tf import read_options
+from elmo.loading.releases import RELEASED_MODELS
+from elmo.modules.bilm import BiLM
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "weights.th"
+FILES_TO_ARCHIVE = "files_to_archive.json"
+ARCHIVED_DIR = "fta"
+BILM = "_elmo_lstm."  # the `Elmo` module's biLM
+CHAR_EMBEDDING = TOKEN_EMBEDDER + "_char_embedding_weights"  # marks an Elmo: (262, E)
+RELEASED_OPTIONS = {m.options_url.rsplit("/", 1)[-1] for m in RELEASED_MODELS.values()}
+
+
+class ArchiveFormatError(ElmoError, ValueError):
+    """An AllenNLP archive without an ELMo biLM, or with one that cannot be read."""
+
+
+def is_allennlp_archive(path: str | Path) -> bool:
+    """True if `path` holds an AllenNLP archive's `config.json` and `weights.th`."""
+    path = Path(path)
+    return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
+
+
+def load_allennlp_archive(directory: str | Path) -> BiLM:
+    """The biLM of the ELMo token embedder in an unpacked AllenNLP archive, in eval mode."""
+    directory = Path(directory)
+    state = bilm_state(_read_weights(directory / WEIGHTS_NAME), directory / WEIGHTS_NAME)
+    config = _options(directory, state)
+    try:
+        model = BiLM(config)
+        model.load_state_dict(from_allennlp(state))
+    except (ValueError, RuntimeError) as err:
+        raise ArchiveFormatError(f"{directory / WEIGHTS_NAME}: its ELMo biLM does not fit the "
+                                 f"options {config}: {err}") from None
+    return model.eval()
+
+
+def _read_weights(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
+        raise ArchiveFormatError(f"{path} is no torch state dict of tensors ({err}); an "
+                                 "AllenNLP archive holds the model's state dict there") from None
+    if not isinstance(state, dict):
+        raise ArchiveFormatError(f"{path} holds a {type(state).__name__}, not a state dict")
+    return state
+
+
+def bilm_state(state: dict[str, Any], where: Path) -> dict[str, torch.Tensor]:
+    """The tensors of the one `Elmo` biLM in a model's state dict, with biLM-relative keys in
+    AllenNLP's layout (`_token_embedder.*`, `_elmo_lstm.*`)."""
+    prefixes = [key.removesuffix(BILM + CHAR_EMBEDDING) for key in state
+                if key.endswith(BILM + CHAR_EMBEDDING)]
+    if len(prefixes) != 1:
+        found = f"{len(prefixes)}: {', '.join(p or '(top level)' for p in prefixes)}" \
+            if prefixes else "none"
+        raise ArchiveFormatError(f"{where} should hold one ELMo biLM (a key ending in "
+                                 f"{BILM + CHAR_EMBEDDING!r}); found {found}")
+    start = prefixes[0] + BILM
+    return {key.removeprefix(start): tensor for key, tensor in state.items()
+            if key.startswith(start + TOKEN_EMBEDDER) or key.startswith(start + LSTM)}
+
+
+def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
+    """The biLM's architecture, from the options file the archive's configuration names."""
+    config_path = directory / CONFIG_NAME
+    named = list(_options_files(_read_json(config_path)))
+    if not named:
+        raise ArchiveFormatError(f"{config_path} names no options_file (an ELMo token "
+                                 "embedder's); is this an AllenNLP model with ELMo?")
+    archived = _read_json(directory / FILES_TO_ARCHIVE) \
+        if (directory / FILES_TO_ARCHIVE).is_file() else {}
+    for key, value in named:
+        name = value.replace("\\", "/").rsplit("/", 1)[-1]
+        candidates = [directory / ARCHIVED_DIR / key] if key in archived else []
+        if "://" not in value:
+            candidates.append(directory / value)
+        candidates.append(directory / name)
+        for candidate in candidates:
+            if candidate.is_file():
+                try:
+                    return read_options(candidate)
+                except (OSError, ValueError) as err:
+                    raise ArchiveFormatError(str(err)) from None
+        if name in RELEASED_OPTIONS:
+            return released_config(state)
+    key, value = named[0]
+    raise ArchiveFormatError(
+        f"{config_path}: {key} names {value!r}, which is neither in {directory} nor a released "
+        f"model's options file ({', '.join(sorted(RELEASED_OPTIONS))}); put that options "
+        f"file in {directory}")
+
+
+def _options_files(config: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every `options_file` in a nested configuration."""
+    if isinstance(config, dict):
+        for name, value in config.items():
+            path = f"{key}.{name}" if key else str(name)
+            if name == "options_file" and isinstance(value, str):
+                yield path, value
+            else:
+                yield from _options_files(value, path)
+    elif isinstance(config, list):
+        for index, value in enumerate(config):
+            yield from _options_files(value, f"{key}.{index}")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ArchiveFormatError(f"{path} is not a readable JSON file: {err}") from None
+    if not isinstance(data, dict):
+        raise ArchiveFormatError(f"{path} should hold a JSON object")
+    return data
+
+
+def released_config(state: dict[str, torch.Tensor]) -> BiLMConfig:
+    """A released model's architecture: sizes from the biLM's AllenNLP tensors (`state`),
+    ReLU, clipping at 3 and skip connections as in every released options file."""
+    def count(prefix: str) -> int:
+        return sum(1 for key in state if key.startswith(prefix) and key.endswith(".weight"))
+
+    try:
+        convolutions = [state[f"{TOKEN_EMBEDDER}char_conv_{i}.weight"]  # (n, E, width)
+                        for i in range(count(TOKEN_EMBEDDER + "char_conv_"))]
+        first = state[f"{LSTM}{DIRECTIONS[0]}_layer_0.input_linearity.weight"]  # (4C, P)
+        return BiLMConfig(
+            char_embed_dim=state[CHAR_EMBEDDING].shape[1],
+            filters=tuple((w.shape[2], w.shape[0]) for w in convolutions),
+            n_highway=count(TOKEN_EMBEDDER + "_highways._layers."),
+            lstm_dim=first.shape[0] // 4,
+            projection_dim=first.shape[1],
+            n_layers=len({key.split(".")[1] for key in state
+                          if key.startswith(f"{LSTM}{DIRECTIONS[0]}_layer_")}),
+            cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu",
+            dropout=0.0)
+    except (KeyError, IndexError, ValueError) as err:
+        raise ArchiveFormatError(f"the archive's ELMo biLM lacks the tensor {err} of the "
+                                 "released layout") from None

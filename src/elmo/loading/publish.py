@@ -1,0 +1,189 @@
+"""Writing a model out: `save_model` writes a directory in our format or the official pair,
+with the vocabulary and the record (`card.json`: tokenizer, training data, perplexity) that
+came with the model (what `elmo export OUTDIR` writes); `push_to_hub` publishes a model to a
+Hugging Face Hub repo in our format, with a model card (`README.md` with the Hub's metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from elmo.errors import ElmoError
+from elmo.extras import import_extra
+from elmo.io.atomic import atomic_output, atomic_write_text
+from elmo.loading import hf_hub
+from elmo.loading.formats.bilm_tf import save_bilm_tf
+from elmo.loading.formats.native import (
+    CONFIG_NAME,
+    RUN_NAME,
+    VOCAB_NAME,
+    WEIGHTS_NAME,
+    save_pretrained,
+)
+from elmo.loading.load import LoadedModel, load_model
+from elmo.loading.resolve import CARD_NAME, ModelFiles
+
+# The files each format writes (vocab.txt and card.json too, when the model has them).
+EXPORT_FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"),
+                  "native": (CONFIG_NAME, WEIGHTS_NAME)}
+PROSE_CARD = "MODEL_CARD.md"  # a shipped model's card, in Markdown
+README = "README.md"
+TAGS = ["elmo", "bilm", "contextual-embeddings", "feature-extraction"]
+
+
+def export_names(files: ModelFiles, fmt: str) -> tuple[str, ...]:
+    """The names `save_model` writes for the model `files` (on this machine) in `fmt`."""
+    return EXPORT_FORMATS[fmt] + ((VOCAB_NAME,) if files.vocab_file is not None else ()) \
+        + ((CARD_NAME,) if model_record(files, "") else ())
+
+
+def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = "native", *,
+               exported_from: str) -> list[Path]:
+    """Write `loaded` into `out_dir` in `fmt` ("native" or "bilm-tf"), each file atomically,
+    with its vocabulary and its record (`model_record`); returns the files written. The
+    softmax is not written (the official prediction files have none)."""
+    out_dir = Path(out_dir)
+    if fmt == "native":
+        save_pretrained(loaded.bilm, out_dir)
+    else:
+        save_bilm_tf(loaded.bilm, out_dir)
+    vocab = loaded.files.vocab_file
+    if vocab is not None:
+        with atomic_output(out_dir / VOCAB_NAME) as tmp:
+            shutil.copyfile(vocab, tmp)
+    record = model_record(loaded.files, exported_from)
+    if record:  # `elmo embed OUTDIR` splits lines as the model did
+        atomic_write_text(out_dir / CARD_NAME, json.dumps(record, indent=2) + "\n")
+    return [out_dir / name for name in export_names(loaded.files, fmt)]
+
+
+def model_record(files: ModelFiles, exported_from: str) -> dict[str, Any]:
+    """What a model records about itself, for its exported `card.json`: a shipped or exported
+    model's card (data, training, perplexity), the tokenizer and, for an `elmo train` run, the
+    training files; with `exported_from`. Empty when the model records nothing."""
+    directory = files.directory
+    card = _read_json(directory / CARD_NAME) if directory is not None else {}
+    run = _read_json(directory / RUN_NAME) if directory is not None else {}
+    train = run.get("config", {}).get("train") if isinstance(run.get("config"), dict) else None
+    if isinstance(train, list) and "data_name" not in card:
+        card["data_files"] = [Path(str(p)).name for p in train]
+    tokenizer = files.recorded_tokenizer()
+    if tokenizer is not None:
+        card["tokenizer"] = tokenizer
+    return {**card, "exported_from": exported_from} if card else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def push_to_hub(
+    model: str | Path | ModelFiles | LoadedModel | None,
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    private: bool | None = None,
+    token: str | None = None,
+    language: str | list[str] | None = None,
+    license: str | None = None,
+    commit_message: str | None = None,
+    progress: bool = True,
+) -> str:
+    """Publish `model` (any MODEL `load_model` takes, or what it returned) to the Hub repo
+    `repo_id` ("OWNER/REPO", or "OWNER/REPO/SUB/DIR" for a folder of it), created if missing
+    (`private` then), on branch `revision` (created from the default branch if missing).
+
+    The repo gets our format (`model.safetensors`, `config.json`), `vocab.txt` when the model
+    has one, `card.json` (its tokenizer and what it records) and `README.md`, a model card
+    with the Hub's metadata (`library_name: elmo`, `language` and `license` as given or
+    recorded, tags, perplexity as recorded). An ELMoForManyLangs model is converted: no
+    pickle is uploaded. `token`: else HF_TOKEN or the saved login. Returns the commit's URL;
+    `hf:REPO_ID@REVISION` loads the model back."""
+    name = hf_hub.parse_hub_name(hf_hub.PREFIX + repo_id)
+    if name.revision is not None:
+        raise ElmoError(f"{repo_id!r}: give the branch as revision=, not after '@'")
+    hub = import_extra("huggingface_hub", "publishing to the Hub")
+    loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
+    exported_from = loaded.files.name
+    api = hub.HfApi(token=token, library_name=hf_hub.LIBRARY_NAME)
+    with tempfile.TemporaryDirectory(prefix="elmo-push-") as tmp, hf_hub.hub_errors(name):
+        save_model(loaded, tmp, "native", exported_from=exported_from)
+        card = model_card(loaded, name, language=language, license=license)
+        (Path(tmp) / README).write_text(card, encoding="utf-8")
+        api.create_repo(name.repo_id, private=private, exist_ok=True)
+        if revision is not None:
+            api.create_branch(name.repo_id, branch=revision, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=name.repo_id, folder_path=tmp, path_in_repo=name.subfolder or None,
+            revision=revision, commit_message=commit_message or f"Upload {exported_from}")
+    return commit.commit_url
+
+
+def model_card(loaded: LoadedModel, name: hf_hub.HubName, *,
+               language: str | list[str] | None = None, license: str | None = None) -> str:
+    """`README.md` for the Hub: its YAML metadata, how to load the model, what it is (a
+    shipped model's own card, else a table of its facts) and the perplexity it records."""
+    hub = import_extra("huggingface_hub", "publishing to the Hub")
+    record = model_record(loaded.files, loaded.files.name)
+    perplexity = {text: p for text, p in record.get("perplexity", {}).items()
+                  if isinstance(p, dict) and "average" in p}
+    results = [hub.EvalResult(
+        task_type="text-generation", task_name="Language modelling (forward and backward)",
+        dataset_type=text, dataset_name=text, metric_type="perplexity",
+        metric_name="perplexity (mean of both directions)", metric_value=round(p["average"], 2))
+        for text, p in perplexity.items()]
+    metadata = hub.ModelCardData(
+        library_name=hf_hub.LIBRARY_NAME, language=language or record.get("language"),
+        license=license or record.get("license"), tags=TAGS, pipeline_tag="feature-extraction",
+        model_name=name.repo_id.split("/")[-1], eval_results=results or None)
+    model = str(hf_hub.HubName(name.repo_id, name.subfolder))
+    usage = (f"Load it with the `elmo` package (`pip install 'elmo-bilm[hub]'`):\n\n"
+             f"```\nelmo embed {model} input.txt vectors.hdf5\n```\n\n"
+             f"```python\nfrom elmo import Embedder\n\nembedder = Embedder.from_pretrained("
+             f"\"{model}\")\nlayers = embedder.embed_sentence([\"The\", \"bank\", \"raised\", "
+             f"\"rates\", \".\"])  # (L+1, 5, 2P)\n```\n")
+    prose = loaded.files.directory / PROSE_CARD if loaded.files.directory else None
+    if prose is not None and prose.is_file():
+        body = f"{usage}\n{prose.read_text(encoding='utf-8')}"
+    else:
+        body = f"# {name.repo_id.split('/')[-1]}\n\nAn ELMo biLM.\n\n{usage}\n" \
+            + _facts(loaded, record) + _perplexity_table(perplexity)
+    return f"---\n{metadata.to_yaml()}\n---\n\n{body}"
+
+
+def _facts(loaded: LoadedModel, record: dict[str, Any]) -> str:
+    c = loaded.bilm.config
+    widths = [w for w, _ in c.filters]
+    chars = "UTF-8 bytes" if c.token_encoder == "bytes" else \
+        f"its own vocabulary of {len(c.char_vocab):,} characters" \
+        + (f" and {len(c.word_vocab):,} words" if c.word_vocab else "")
+    data = record.get("data_name") or ", ".join(record.get("data_files", [])) or "not recorded"
+    rows = [
+        ("architecture", f"char-CNN over {chars}: {c.n_filters} filters (widths "
+         f"{min(widths)}-{max(widths)}), {c.n_highway} highway; {c.n_layers} LSTM layers x 2 "
+         f"directions, cell {c.lstm_dim}, projection {c.projection_dim}"),
+        ("output", f"{loaded.bilm.num_layers} layers of {c.output_dim} values per token"),
+        ("parameters", f"{sum(p.numel() for p in loaded.bilm.parameters()):,}"),
+        ("tokenizer", record.get("tokenizer") or "not recorded (whitespace)"),
+        ("training data", data),
+        ("exported from", f"`{loaded.files.name}`"),
+    ]
+    return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+
+
+def _perplexity_table(perplexity: dict[str, dict[str, Any]]) -> str:
+    if not perplexity:
+        return ""
+    rows = "".join(f"| {text} | {p.get('forward', float('nan')):.1f} | "
+                   f"{p.get('backward', float('nan')):.1f} | {p['average']:.1f} | "
+                   f"{p.get('tokens', '')} |\n" for text, p in perplexity.items())
+    return ("\n## Perplexity\n\nAs the model records it (`card.json`):\n\n"
+            "| text | forward | backward | average | tokens |\n|---|---|---|---|---|\n" + rows)
