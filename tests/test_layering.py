@@ -13,7 +13,7 @@ FLOORS = [
     {"extras", "device", "config"},
     {"chars", "tokenize", "io"},
     {"vocab", "modules"},
-    {"loading"},
+    {"loading", "embed_file"},
     {"embed", "data"},
     {"training"},
     {"tasks"},
