@@ -42,8 +42,10 @@ class FastaRecord:
     line: int
 
 
-def read_fasta(path: str | Path, encoding_errors: str = "strict") -> Iterator[FastaRecord]:
-    """Every record of a FASTA file in file order, checked as the module docstring says."""
+def read_fasta(path: str | Path, encoding_errors: str = "strict", unique_ids: bool = True
+               ) -> Iterator[FastaRecord]:
+    """Every record of a FASTA file in file order, checked as the module docstring says;
+    `unique_ids=False` lets ids repeat (a training corpus: no set of ids kept in memory)."""
     name = str(path)
     seen: dict[str, int] = {}  # id -> line of its header
     header: tuple[str, str, int] | None = None
@@ -67,11 +69,13 @@ def read_fasta(path: str | Path, encoding_errors: str = "strict") -> Iterator[Fa
             if not ident:
                 raise InputFileError(f"{name}, line {line}: a header without an id; write "
                                      "'>ID description'")
-            if ident in seen:
+            if unique_ids and ident in seen:
                 raise InputFileError(f"{name}, line {line}: record {ident!r} repeats the id of "
                                      f"the record at line {seen[ident]}; give each record its "
                                      "own id")
-            seen[ident], header, parts = line, (ident, description, line), []
+            if unique_ids:
+                seen[ident] = line
+            header, parts = (ident, description, line), []
         elif text.strip():
             if header is None:
                 raise InputFileError(f"{name}, line {line}: sequence before any header; a "
