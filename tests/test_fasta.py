@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo import save_pretrained
+from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
 from elmo.data.corpus import iter_sentences
 from elmo.embed import Embedder
@@ -270,3 +270,9 @@ def test_train_a_protein_bilm_on_fasta(tmp_path):
     bilm, _ = load_pretrained(out)
     layers = Embedder(bilm).embed_sentence(list("MKVLA"))
     assert layers.shape == (bilm.num_layers, 5, bilm.config.output_dim)
+    # continued training from an official pair, as from `seqvec`
+    pair = tmp_path / "pair"
+    save_bilm_tf(random_bilm(seed=9), pair)
+    assert main(["train", "--train", str(train), "--out", str(tmp_path / "continued"),
+                 "--tokenizer", "chars", "--init-from", str(pair), "--batch-size", "4",
+                 "--unroll-steps", "10", "--max-steps", "2", "--quiet"]) == 0
