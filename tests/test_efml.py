@@ -367,7 +367,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
-    from tests.test_hub import FileServer
+    from tests.test_releases import FileServer
 
     model = write_efml_dir(tmp_path / "made", config_path="/abs/path/of/authors/net.json")
     archive = _zip_of(model)  # files at the archive's top level, as on NLPL
@@ -391,7 +391,7 @@ def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
 
 
 def test_efml_tar_archive_with_a_folder_and_a_resumed_download(tmp_path, cache, monkeypatch):
-    from tests.test_hub import FileServer
+    from tests.test_releases import FileServer
 
     model = write_efml_dir(tmp_path / "made", seed=3)
     archive = _tar_bz2_of(model, "zhs.model/")
