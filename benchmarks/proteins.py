@@ -24,7 +24,8 @@ Each row runs in a child process with the same threads:
 - ours, fp32 and int8: `SeqVecEmbedder(options_file=, weights_file=).embed_many` (batches by
   a token budget, stateless).
 
-`--preset tiny --sample 5` is a quick smoke run.
+`--preset tiny --sample 5` is a quick smoke run; `--sample 3 --longest 300` a short one at
+SeqVec's size.
 """
 
 from __future__ import annotations
@@ -103,9 +104,11 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 """
 
 
-def stratified_sample(path: Path, size: int) -> list[str]:
-    """`size` sequences spread evenly over the length order of the file's records."""
-    sequences = sorted((r.sequence for r in read_fasta(path)), key=len)
+def stratified_sample(path: Path, size: int, longest: int | None = None) -> list[str]:
+    """`size` sequences spread evenly over the length order of the file's records (of those
+    of at most `longest` residues, if given)."""
+    sequences = sorted((r.sequence for r in read_fasta(path)
+                        if longest is None or len(r.sequence) <= longest), key=len)
     if size >= len(sequences):
         return sequences
     step = (len(sequences) - 1) / max(size - 1, 1)
@@ -141,6 +144,9 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=200, help="proteins (default 200)")
     parser.add_argument("--preset", default="original",
                         help="model size: original (SeqVec's, default) or tiny (a smoke run)")
+    parser.add_argument("--longest", type=int, default=None,
+                        help="sample only proteins of at most this many residues (a smoke run; "
+                        "default: all)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS / "proteins.json")
     args = parser.parse_args()
@@ -148,7 +154,7 @@ def main() -> None:
         sys.exit(f"proteins not found: {PROTEINS} (set ELMO_SHARED)")
     if not (args.allennlp / "allennlp" / "commands" / "elmo.py").is_file():
         sys.exit(f"{args.allennlp} is not an unpacked allennlp 0.9 wheel")
-    sequences = stratified_sample(PROTEINS, args.sample)
+    sequences = stratified_sample(PROTEINS, args.sample, args.longest)
     threads = str(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         options, weights = save_bilm_tf(random_model(args.preset), Path(tmp) / "model")
