@@ -13,7 +13,7 @@ FLOORS = [
     {"extras", "device", "config"},
     {"chars", "tokenize", "io"},
     {"vocab", "modules", "runs"},
-    {"loading"},
+    {"loading", "embed_file"},
     {"embed", "data", "optim"},
     {"training", "tasks"},  # a task run does not need the pretraining recipe
     {"analysis", "allennlp"},

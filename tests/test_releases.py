@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from elmo.loading import releases
@@ -133,7 +134,8 @@ def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_released_models_table() -> None:
-    assert set(releases.RELEASED_MODELS) == {"small", "medium", "original", "original-5.5B"}
+    assert set(releases.RELEASED_MODELS) == {"small", "medium", "original", "original-5.5B",
+                                             "seqvec"}
     small = releases.RELEASED_MODELS["small"]
     assert small.options_url == (
         "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
@@ -372,3 +374,63 @@ def test_released_name_downloads_and_embeds(
     expected = Embedder(model).embed_sentence(["river", "bank"])
     assert got.shape == (3, 2, 32)
     assert abs(got - expected).max() == 0.0
+
+
+# --- seqvec: another host, the authors' MD5s ------------------------------------------------
+
+
+def test_seqvec_is_the_authors_files_with_their_md5s() -> None:
+    seqvec = releases.RELEASED_MODELS["seqvec"]
+    base = "https://rostlab.org/~deepppi/embedding_repo/embedding_models/seqvec"
+    assert (seqvec.options_url, seqvec.weights_url) == (f"{base}/options.json",
+                                                       f"{base}/weights.hdf5")
+    assert seqvec.options_md5 == "cede355187778de3ac302a83c761f5f9"
+    assert seqvec.weights_md5 == "0249d59249a50b43b79f641ff2ba7e88"
+
+
+def test_md5_mismatch_deletes_the_download(server: FileServer, env: Path) -> None:
+    dest = env / "data.bin"
+    with pytest.raises(releases.DownloadError, match="expected md5 0{32}, got"):
+        releases.download(server.url("/data.bin"), dest, progress=False, md5="0" * 32)
+    assert not dest.exists() and not part(dest).exists() and not sidecar(dest).exists()
+    md5 = hashlib.md5(DATA).hexdigest()
+    assert releases.download(server.url("/data.bin"), dest, progress=False, md5=md5) == dest
+    assert_complete(dest)
+
+
+def test_hand_placed_file_with_another_md5_is_downloaded_again(server: FileServer,
+                                                               env: Path) -> None:
+    dest = env / "data.bin"
+    env.mkdir()
+    dest.write_bytes(b"an older file")
+    releases.download(server.url("/data.bin"), dest, progress=False,
+                      md5=hashlib.md5(DATA).hexdigest())
+    assert_complete(dest)
+
+
+def test_seqvec_by_name_on_a_mirror(server: FileServer, env: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`seqvec` is fetched from $ELMO_RELEASE_BASE_URL/seqvec/, its MD5s checked: files that
+    are not the authors' are refused (and deleted); with their MD5s in the entry, they load."""
+    import dataclasses
+
+    from elmo import save_bilm_tf
+    from elmo.embed import Embedder
+    from tests.conftest import random_bilm
+
+    model = random_bilm(seed=37)
+    options, weights = save_bilm_tf(model, tmp_path / "made")
+    server.files["/mirror/seqvec/options.json"] = options.read_bytes()
+    server.files["/mirror/seqvec/weights.hdf5"] = weights.read_bytes()
+    monkeypatch.setenv("ELMO_RELEASE_BASE_URL", server.url("/mirror/"))
+    with pytest.raises(releases.DownloadError, match="expected md5 cede355187778de3ac302a83c"):
+        Embedder.from_pretrained("seqvec")
+    assert not list((env / "seqvec").iterdir())
+    ours = dataclasses.replace(releases.RELEASED_MODELS["seqvec"],
+                               options_md5=hashlib.md5(options.read_bytes()).hexdigest(),
+                               weights_md5=hashlib.md5(weights.read_bytes()).hexdigest())
+    monkeypatch.setitem(releases.RELEASED_MODELS, "seqvec", ours)
+    got = Embedder.from_pretrained("seqvec").embed_sentence(list("MKVLA"))
+    np.testing.assert_array_equal(got, Embedder(model).embed_sentence(list("MKVLA")))
+    assert sorted(p.name for p in (env / "seqvec").iterdir()) == [
+        "options.json", "options.json.sha256", "weights.hdf5", "weights.hdf5.sha256"]

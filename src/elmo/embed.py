@@ -1,74 +1,41 @@
-"""Embedder: tokenized sentences -> numpy layer representations; text files -> HDF5."""
+"""Embedder: tokenized sentences -> numpy layer representations.
+
+Files are the job of `elmo.embed_file` (text or FASTA -> HDF5, resumable), which
+`Embedder.embed_file` calls; its reader and layer choice are importable from here too.
+"""
 
 from __future__ import annotations
 
-import shutil
-import sys
-import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from elmo import embed_file as file_job
 from elmo.chars import check_sentences, check_tokens
 from elmo.device import resolve_device
-from elmo.errors import ElmoError, InputFileError
-from elmo.io.atomic import claim_output
-from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
-from elmo.io.textfile import is_stdin, scan_input
-from elmo.io.textfile import read_lines as read_text_lines
+from elmo.embed_file import (
+    LAYER_MODES,
+    OUTPUT_DTYPES,
+    EmbedFileOptions,
+    InputLine,
+    read_lines,
+    select_layers,
+)
 from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
-from elmo.tokenize import Tokenizer, get_tokenizer
+from elmo.tokenize import Tokenizer
 
-LAYER_MODES = ("all", "top", "average")
-OUTPUT_DTYPES = ("float32", "float16")
+__all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "InputLine",
+           "TokenVectorCache", "read_lines", "select_layers"]
 
-
-@dataclass
-class InputLine:
-    """One line of an input file: 0-based number, stripped text and tokens."""
-
-    number: int
-    text: str
-    tokens: list[str]
-
-
-def read_lines(
-    path: str | Path,
-    encoding_errors: str = "strict",
-    tokenizer: Tokenizer | str = "whitespace",
-    numbers: range | None = None,
-) -> Iterator[InputLine]:
-    """Stream a UTF-8 file (plain or gzipped) of one sentence per line, tokenized by
-    `tokenizer` (default: tokens separated by white space); only the lines whose 0-based
-    number is in `numbers`, if given. Read with `elmo.io.textfile.read_lines`: a line that is
-    not UTF-8 raises InputFileError naming the file and line, unless
-    `encoding_errors="replace"`."""
-    tokenize = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-    for number, raw in read_text_lines(path, encoding_errors):
-        if numbers is not None and number >= numbers.stop:
-            return
-        if numbers is None or number in numbers:
-            text = raw.strip()
-            yield InputLine(number, text, tokenize(text))
-
-
-def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
-    """(L+1, n, 2P) -> all of it, the top layer (n, 2P), or the layer average (n, 2P)."""
-    if mode == "all":
-        return layers
-    if mode == "top":
-        return layers[-1]
-    if mode == "average":
-        return layers.mean(axis=0)
-    raise ValueError(f"layers must be one of {LAYER_MODES}, got {mode!r}")
+T = TypeVar("T")
+CHUNK_BATCHES = 16  # a chunk (regrouped by length together) holds this many batches' worth
 
 
 class TokenVectorCache:
@@ -175,10 +142,36 @@ class Embedder:
 
     @property
     def chunk_size(self) -> int:
-        """Sentences regrouped by length together (stateful: one batch). Files are cut into
-        chunks at multiples of it from their first line, whatever a run resumes or a shard
-        starts at, so every run computes a line in the same batch: bit-identical results."""
-        return self.batch_size if self.stateful else 16 * self.batch_size
+        """The most sentences regrouped by length together (stateful: one batch)."""
+        return self.batch_size if self.stateful else CHUNK_BATCHES * self.batch_size
+
+    def chunks(self, items: Iterable[T], tokens: Callable[[T], Sequence[str]] = lambda s: s,
+               start: int = 0) -> Iterator[list[T]]:
+        """Consecutive lists of items computed together. Stateful: `batch_size` items.
+        Stateless: at most `chunk_size` items and 16 x `max_tokens` tokens (a longer item
+        alone), so that memory stays bounded however long the items are. A chunk never
+        crosses a multiple of `chunk_size` counted from item 0 (`start`: the number of the
+        first item): a resumed run or a shard starting there computes every item in the same
+        batch as one run from the start, bit for bit."""
+        budget = None if self.stateful else CHUNK_BATCHES * self.max_tokens
+        chunk: list[T] = []
+        used = 0
+        for number, item in enumerate(items, start):
+            size = len(tokens(item))
+            if chunk and (number % self.chunk_size == 0
+                          or (budget is not None and used + size > budget)):
+                yield chunk
+                chunk, used = [], 0
+            chunk.append(item)
+            used += size
+        if chunk:
+            yield chunk
+
+    def settings(self) -> dict[str, str]:
+        """What changes this embedder's numbers (for resuming and merging file jobs): the
+        model's weights and the batching (a sentence's batch changes its last bits)."""
+        return {"model_sha256": model_identity(self.model), "stateful": str(self.stateful),
+                "batch_size": str(self.batch_size), "max_tokens": str(self.max_tokens)}
 
     # ---- sentences -------------------------------------------------------------------
 
@@ -227,7 +220,7 @@ class Embedder:
         if isinstance(sentences, str):
             check_sentences(sentences)
         start = 0
-        for part in _chunks(sentences, self.chunk_size):
+        for part in self.chunks(sentences):
             check_sentences(part, start)
             yield from enumerate(self._embed_chunk(part), start)
             start += len(part)
@@ -261,176 +254,12 @@ class Embedder:
 
     # ---- files -----------------------------------------------------------------------
 
-    def embed_file(
-        self,
-        input_path: str | Path,
-        output_path: str | Path,
-        *,
-        layers: str = "all",
-        encoding_errors: str = "strict",
-        progress: bool = True,
-        num_shards: int = 1,
-        shard_index: int = 0,
-        dtype: str = "float32",
-        overwrite: bool = False,
-        forget_sentences: bool = False,
-        use_sentence_keys: bool = False,
-    ) -> Path:
-        """Embed a text file into HDF5 in the layout of AllenNLP's `elmo` command.
-
-        One dataset per input line (`dtype` float32, or float16 for half the size), named by
-        its 0-based number, and a dataset `sentence_to_index` holding JSON that maps each
-        line's text to its number (left out with `forget_sentences`). `use_sentence_keys`
-        names each dataset by its line's text instead (no index); the lines must then be
-        distinct, not empty and without "/". Lines are split by `self.tokenizer`. Work is
-        saved to the directory `OUTPUT.partial` every `chunk_size` lines, and OUTPUT is
-        assembled from it at the end; re-running after a kill (at any moment) resumes it. An
-        existing OUTPUT is replaced only if `overwrite`; an OUTPUT that is also the input never.
-        With `num_shards` > 1 only the `shard_index`-th block of lines is embedded;
-        `hdf5_output.merge_shards` joins the parts into the file one process would write.
-        """
-        if layers not in LAYER_MODES:
-            raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
-        if dtype not in OUTPUT_DTYPES:
-            raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
-        if num_shards > 1 and self.stateful:
-            raise ElmoError("--stateful carries state through the whole file: it cannot be "
-                            "split into shards")
-        if is_stdin(input_path):
-            raise ElmoError("embed reads INPUT several times (to count, resume and index its "
-                            "lines): save the text to a file and give its name")
-        input_path, output_path = Path(input_path), Path(output_path)
-        keys = "sentence" if use_sentence_keys else "line"
-        index = not (forget_sentences or use_sentence_keys)
-        with claim_output(output_path, inputs=[input_path], overwrite=overwrite):
-            return self._embed_file(input_path, output_path, layers, encoding_errors, progress,
-                                    num_shards, shard_index, dtype, keys, index)
-
-    def _embed_file(self, input_path: Path, output_path: Path, layers: str,
-                    encoding_errors: str, progress: bool, num_shards: int, shard_index: int,
-                    dtype: str, keys: str, index: bool) -> Path:
-        """`embed_file` once the output is claimed; datasets named by line number or
-        sentence (`keys`), with or without the sentence index."""
-        n_lines, input_digest = scan_input(input_path)
-        if n_lines == 0:
-            raise InputFileError(f"{input_path} is empty: there is nothing to embed")
-        if keys == "sentence":
-            _check_sentence_keys(input_path, encoding_errors)
-        own = shard_range(n_lines, num_shards, shard_index, align=self.chunk_size)
-        identity = self._run_identity(input_digest, n_lines, layers, encoding_errors, dtype)
-        identity.update(keys=keys, sentence_to_index=str(index))
-        if num_shards > 1:
-            identity.update(num_shards=str(num_shards), shard_index=str(shard_index))
-        partial = PartialOutput(output_path.with_name(output_path.name + ".partial"),
-                                identity, start=own.start)
-        if progress and partial.restarted:
-            print(f"elmo: {partial.path} was left by a run of another input, model or "
-                  "setting: starting anew", file=sys.stderr)
-        if progress and partial.done > own.start:
-            print(f"elmo: resuming {partial.path}: {partial.done - own.start:,} of "
-                  f"{len(own):,} lines were embedded before", file=sys.stderr)
-        lines = read_lines(input_path, encoding_errors, self.tokenizer,
-                           range(partial.done, own.stop))
-        try:
-            with tqdm(total=len(own), initial=partial.done - own.start, unit="line",
-                      disable=not progress, desc=f"embedding {input_path.name}") as bar:
-                for part in _chunks(lines, self.chunk_size):
-                    partial.save(part[-1].number + 1, self._arrays(part, layers, dtype, keys))
-                    bar.update(len(part))
-        except InputFileError:
-            shutil.rmtree(partial.path)  # a user error: nothing worth resuming
-            raise
-        with partial.final(output_path) as out:
-            empty = partial.assemble(out)
-            if index:  # built from a second pass so that memory stays flat while embedding
-                write_index(out, _sentence_to_index(input_path, encoding_errors, own))
-            if num_shards > 1:  # its identity, for merging
-                out.attrs.update(identity)
-        if empty:
-            _warn_empty(input_path, len(empty), _first_line(input_path, encoding_errors, empty,
-                                                            keys))
-        return output_path
-
-    def _arrays(self, lines: list[InputLine], layers: str, dtype: str, keys: str
-                ) -> list[tuple[str, np.ndarray]]:
-        """(name, array) of each line, in input order; named by number or text (`keys`)."""
-        arrays = self._embed_chunk([ln.tokens for ln in lines])
-        return [(ln.text if keys == "sentence" else str(ln.number),
-                 select_layers(a, layers).astype(dtype))
-                for ln, a in zip(lines, arrays, strict=True)]
-
-    def _run_identity(self, input_digest: str, n_lines: int, layers: str, encoding_errors: str,
-                      dtype: str) -> dict[str, str]:
-        """What a partial output must have been made from to be resumed, and the shards of
-        one run to be merged: the input's text, the model's weights, every setting that
-        changes a number, and the batch size (a line's batch changes its last bits)."""
-        tokenizer = self.tokenizer if isinstance(self.tokenizer, str) else \
-            f"{type(self.tokenizer).__module__}.{type(self.tokenizer).__qualname__}"
-        return {
-            "input_sha256": input_digest,
-            "total_lines": str(n_lines),
-            "model_sha256": model_identity(self.model),
-            "layers": layers,
-            "dtype": dtype,
-            "tokenizer": tokenizer,
-            "encoding_errors": encoding_errors,
-            "stateful": str(self.stateful),
-            "batch_size": str(self.batch_size),
-            "max_tokens": str(self.max_tokens),
-        }
-
-
-def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict[str, str]:
-    """Each line's text -> its number (a repeated line: its last number), for `numbers`."""
-    index = {}
-    for number, text in read_text_lines(path, encoding_errors):
-        if number >= numbers.stop:
-            break
-        if number >= numbers.start:
-            index[text.strip()] = str(number)
-    return index
-
-
-def _check_sentence_keys(path: Path, encoding_errors: str) -> None:
-    """ElmoError naming the first line that cannot be a dataset name of its own: empty, ".",
-    holding "/" (HDF5 reads these as paths), or equal to an earlier line."""
-    seen: dict[str, int] = {}
-    for number, raw in read_text_lines(path, encoding_errors):
-        text = raw.strip()
-        problem = "is empty" if not text else 'is "."' if text == "." else \
-            'holds "/"' if "/" in text else \
-            f"repeats line {seen[text] + 1}" if text in seen else None
-        if problem:
-            raise ElmoError(f"{path} line {number + 1} {problem}: with sentence keys each line "
-                            "names its own dataset; use line-number keys (the default)")
-        seen[text] = number
-
-
-def _first_line(path: Path, encoding_errors: str, names: list[str], keys: str) -> int:
-    """The smallest 0-based line number among the datasets `names` (line numbers, or the
-    lines' text with sentence keys)."""
-    if keys == "line":
-        return min(map(int, names))
-    texts = set(names)
-    return next(number for number, raw in read_text_lines(path, encoding_errors)
-                if raw.strip() in texts)
-
-
-def _warn_empty(input_path: Path, count: int, first: int) -> None:
-    """One warning for all empty lines: one per line would fill the warnings registry."""
-    if count:
-        warnings.warn(f"{input_path} has {count} empty line{'s' * (count > 1)} (the first: "
-                      f"line {first + 1}); each is written as a dataset with 0 tokens to keep "
-                      "the numbering aligned", stacklevel=4)
-
-
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    """Consecutive lists of `size` items (the last may be shorter)."""
-    chunk: list = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    def embed_file(self, input_path: str | Path, output_path: str | Path,
+                   options: EmbedFileOptions | None = None, **kwargs) -> Path:
+        """Embed a text file (a sentence per line, split by `self.tokenizer`) or a FASTA file
+        into HDF5: `elmo.embed_file.embed_file` with this embedder. Give `options`, or its
+        fields as keywords (`layers="top"`, `overwrite=True`, ...; see `EmbedFileOptions`)."""
+        if options is not None and kwargs:
+            raise TypeError("give options or keyword arguments, not both")
+        return file_job.embed_file(self, input_path, output_path,
+                                   options or EmbedFileOptions(**kwargs))

@@ -15,6 +15,7 @@ from elmo.cli.common import (
     model_files,
 )
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
+from elmo.embed_file import INPUT_FORMATS, POOL_MODES
 from elmo.io.textfile import ENCODING_ERRORS
 
 USAGE = """elmo embed [options] MODEL INPUT OUTPUT
@@ -28,9 +29,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         usage=USAGE,
-        help="embed a text file (one tokenized sentence per line) into HDF5",
+        help="embed a text file (one tokenized sentence per line) or FASTA into HDF5",
         description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
-        "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'). "
+        "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'); "
+        "a FASTA INPUT gets one dataset per record, named by its id. "
         f"MODEL is {MODEL_HELP}; or give --options and --weights instead. Work is saved in "
         "the directory OUTPUT.partial and OUTPUT assembled from it; the same command resumes a "
         "killed run. An existing OUTPUT "
@@ -43,15 +45,26 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_official_pair(p)
     layers = p.add_mutually_exclusive_group()
     layers.add_argument("--layers", choices=LAYER_MODES, default="all",
-                        help="all: (L+1, n, 2P) per line; top or average: (n, 2P). Default: all")
-    for mode in LAYER_MODES:
+                        help="all: (L+1, n, 2P) per line; top, average or sum (SeqVec's "
+                        "per-residue vectors): (n, 2P). Default: all")
+    for mode in ("all", "top", "average"):
         layers.add_argument(f"--{mode}", dest="layers", action="store_const", const=mode,
                             help=f"--layers {mode}")
     p.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
                    help="type of the stored vectors; float16 halves the file (relative "
                    "error up to 5e-4). Default: float32")
+    p.add_argument("--pool", choices=POOL_MODES, default=None,
+                   help="mean: one vector per line or record, the mean over its tokens of the "
+                   "chosen layers (--layers sum --pool mean: SeqVec's per-protein vectors)")
+    p.add_argument("--format", choices=INPUT_FORMATS, default=None,
+                   help="text: a sentence per line; fasta: a record per sequence, a residue per "
+                   "token, datasets named by record id. Default: fasta for .fasta .fa .faa .fas "
+                   "(plain or .gz), else text")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    p.add_argument("--max-tokens", type=int, default=4096,
+                   help="padded tokens per batch; a longer sentence or protein runs alone "
+                   "(default 4096)")
     device = p.add_mutually_exclusive_group()
     device.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
                         "available, else cpu)")
@@ -89,8 +102,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         form = "--options-file F --weight-file F INPUT OUTPUT" if official else \
             "MODEL INPUT OUTPUT (or --options-file F --weight-file F INPUT OUTPUT)"
         parser.error(f"embed takes {form}; got {len(args.paths)} paths: {args.paths}")
-    if args.batch_size < 1:
-        parser.error("--batch-size must be at least 1")
+    if args.batch_size < 1 or args.max_tokens < 1:
+        parser.error("--batch-size and --max-tokens must be at least 1")
     if args.num_shards < 1:
         parser.error("--num-shards must be at least 1")
     model = None if official else args.paths[0]
@@ -102,10 +115,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         device = "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
     embedder = Embedder.from_pretrained(
         model_files(model, args), device=device,
-        batch_size=args.batch_size, stateful=args.stateful,
+        batch_size=args.batch_size, max_tokens=args.max_tokens, stateful=args.stateful,
         tokenizer=args.tokenizer, quantize=args.quantize,
     )
-    embedder.embed_file(input_path, output_path, layers=args.layers, dtype=args.dtype,
+    embedder.embed_file(input_path, output_path, layers=args.layers, pool=args.pool,
+                        format=args.format, dtype=args.dtype,
                         encoding_errors=args.encoding_errors, progress=not args.quiet,
                         num_shards=args.num_shards, shard_index=shard_index,
                         overwrite=args.overwrite, forget_sentences=args.forget_sentences,

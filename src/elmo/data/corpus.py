@@ -1,9 +1,10 @@
-"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8 (or stdin).
+"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8 (or stdin);
+FASTA files (one sentence per record) too.
 
 Nothing here reads a whole file: lines are decoded one at a time, so memory stays flat
-however large the corpus is. A *sentence index* counts the non-blank lines of the whole
-stream (all files, in order); with the built-in tokenizers every non-blank line yields a
-non-empty sentence, so it is also the index of the tokenized sentence.
+however large the corpus is. A *sentence index* counts the non-blank lines (and FASTA
+records) of the whole stream (all files, in order); with the built-in tokenizers every
+non-blank line yields a non-empty sentence, so it is also the index of the tokenized sentence.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from elmo.errors import InputFileError
+from elmo.io.fasta import is_fasta_path, read_fasta
 from elmo.io.textfile import is_stdin, read_lines
 from elmo.tokenize import Tokenizer, get_tokenizer
 
@@ -59,12 +61,18 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
 
 
 def iter_lines(paths: PathLike | Iterable[PathLike]) -> Iterator[str]:
-    """Yield the non-blank lines of the files in order, without their line ending.
+    """Yield the non-blank lines of the files in order, without their line ending; of a FASTA
+    file (.fasta .fa .faa .fas, plain or .gz), each record's sequence instead (a record is a
+    sentence: tokenize it with the `chars` tokenizer, a residue per token).
 
     Read with `elmo.io.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
-    dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line.
+    dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line, as
+    does a malformed FASTA record (`elmo.io.fasta.read_fasta`).
     """
     for path in _as_paths(paths):
+        if is_fasta_path(path):
+            yield from (record.sequence for record in read_fasta(path, unique_ids=False))
+            continue
         for _, line in read_lines(path):
             if line and not line.isspace():
                 yield line

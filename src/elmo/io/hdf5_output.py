@@ -26,6 +26,8 @@ INDEX = "sentence_to_index"
 SHARD_ATTRS = ("num_shards", "shard_index")
 # A partial output's record of what the run is made of (input, model, settings).
 IDENTITY = "identity.json"
+# A segment's attribute listing its datasets made from no tokens (JSON).
+EMPTY = "empty"
 # Settings that keep a writer's memory flat however many lines it writes. HDF5 1.8's group
 # format: in the oldest one (the default) the names of a group's members live in one heap held
 # in memory (~70 bytes per dataset). File space "aggregate": the default free-space manager keeps
@@ -103,24 +105,26 @@ class PartialOutput:
     def done(self) -> int:
         return int(self.segments[-1].stem.partition("-")[2]) if self.segments else self.start
 
-    def save(self, stop: int, datasets: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Write the datasets of lines `done`..`stop` - 1 as one segment."""
+    def save(self, stop: int, datasets: Iterable[tuple[str, np.ndarray]],
+             attrs: dict[str, dict[str, str]] | None = None, empty: Sequence[str] = ()) -> None:
+        """Write the datasets of lines `done`..`stop` - 1 as one segment; `attrs`: attributes
+        of some datasets by name; `empty`: the names of those made from no tokens."""
         segment = self.path / f"{self.done:012d}-{stop:012d}.hdf5"
         with atomic_output(segment) as tmp, h5py.File(tmp, "w", **NEW_FILE) as f:
             for name, data in datasets:
-                f.create_dataset(name, data=data)
+                f.create_dataset(name, data=data).attrs.update((attrs or {}).get(name, {}))
+            f.attrs[EMPTY] = json.dumps(list(empty), ensure_ascii=False)
         self.segments.append(segment)
 
     def assemble(self, out: h5py.File) -> list[str]:
-        """Copy every saved dataset into `out`; returns the names of those with no tokens
-        (second-to-last axis 0)."""
+        """Copy every saved dataset (with its attributes) into `out`; returns the names of
+        those saved as made from no tokens."""
         empty = []
         for segment in self.segments:
             with h5py.File(segment, "r") as f:
                 for name in f:
                     f.copy(f[name], out, name)
-                    if f[name].shape[-2] == 0:
-                        empty.append(name)
+                empty += json.loads(f.attrs.get(EMPTY, "[]"))
         return empty
 
     def concatenate(self, out: h5py.File, chunk_rows: int) -> None:

@@ -14,8 +14,12 @@ Environment variables:
     already in the cache are used.
 ``ELMO_RELEASE_BASE_URL``
     Replaces the official ``https://s3-us-west-2.amazonaws.com/allennlp/models/elmo``
-    prefix of the release URLs (for mirrors and tests); the ELMoForManyLangs archives are
-    then fetched from ``$ELMO_RELEASE_BASE_URL/efml/<archive name>``.
+    prefix of the release URLs (for mirrors and tests); the files of a release hosted
+    elsewhere (``seqvec``) are then fetched from ``$ELMO_RELEASE_BASE_URL/<name>/<file name>``
+    and the ELMoForManyLangs archives from ``$ELMO_RELEASE_BASE_URL/efml/<archive name>``.
+
+Where the authors published an MD5 of a file (SeqVec's, with its Kipoi model), the download
+is checked against it too before it is used.
 
 The ELMoForManyLangs models (``efml:<lang>``, see :data:`EFML_RELEASES`) are archives: each
 is downloaded as above into ``cache_dir()/efml/`` and unpacked once into a temporary
@@ -78,11 +82,14 @@ class OfflineError(DownloadError):
 
 @dataclass(frozen=True)
 class ReleasedModel:
-    """A released ELMo model: its name and the official URLs of its two files."""
+    """A released ELMo model: its name, the official URLs of its two files and, where the
+    authors published them, their MD5s."""
 
     name: str
     options_url: str
     weights_url: str
+    options_md5: str | None = None
+    weights_md5: str | None = None
 
 
 def _release(name: str, stem: str) -> ReleasedModel:
@@ -90,6 +97,7 @@ def _release(name: str, stem: str) -> ReleasedModel:
     return ReleasedModel(name, f"{prefix}_options.json", f"{prefix}_weights.hdf5")
 
 
+_SEQVEC = "https://rostlab.org/~deepppi/embedding_repo/embedding_models/seqvec"
 RELEASED_MODELS: dict[str, ReleasedModel] = {
     m.name: m
     for m in (
@@ -97,6 +105,11 @@ RELEASED_MODELS: dict[str, ReleasedModel] = {
         _release("medium", "2x2048_256_2048cnn_1xhighway"),
         _release("original", "2x4096_512_2048cnn_2xhighway"),
         _release("original-5.5B", "2x4096_512_2048cnn_2xhighway_5.5B"),
+        # SeqVec (Heinzinger et al. 2019): the protein biLM, trained on UniRef50; the
+        # authors' files and the MD5s published with its Kipoi model (docs/proteins.md).
+        ReleasedModel("seqvec", f"{_SEQVEC}/options.json", f"{_SEQVEC}/weights.hdf5",
+                      options_md5="cede355187778de3ac302a83c761f5f9",
+                      weights_md5="0249d59249a50b43b79f641ff2ba7e88"),
     )
 }
 
@@ -160,11 +173,14 @@ def release_base_url() -> str:
     return (os.environ.get("ELMO_RELEASE_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
-def _rebase(url: str) -> str:
+def _rebase(url: str, name: str) -> str:
+    """`url` of the release `name`, on the mirror `$ELMO_RELEASE_BASE_URL` if one is set."""
     base = release_base_url()
-    if base != DEFAULT_BASE_URL and url.startswith(DEFAULT_BASE_URL + "/"):
+    if base == DEFAULT_BASE_URL:
+        return url
+    if url.startswith(DEFAULT_BASE_URL + "/"):
         return base + url[len(DEFAULT_BASE_URL) :]
-    return url
+    return f"{base}/{name}/{url.rsplit('/', 1)[-1]}"
 
 
 def _sidecar(dest: Path) -> Path:
@@ -176,6 +192,7 @@ def _part(dest: Path) -> Path:
 
 
 def _file_sha256(path: Path, hasher: hashlib._Hash | None = None) -> hashlib._Hash:
+    """The sha256 of a file (or `hasher`, such as an md5, fed with it)."""
     h = hasher if hasher is not None else hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
@@ -195,7 +212,11 @@ def _write_sidecar(dest: Path, digest: str) -> None:
     os.replace(tmp, side)
 
 
-def _verify_cached(dest: Path, expected: str | None) -> bool:
+def _md5_matches(path: Path, md5: str | None) -> bool:
+    return md5 is None or _file_sha256(path, hashlib.md5()).hexdigest() == md5.lower()
+
+
+def _verify_cached(dest: Path, expected: str | None, md5: str | None = None) -> bool:
     """Check a cached ``dest``. True when it can be used as is, False when it must be
     downloaded again; raises DownloadError when its recorded checksum no longer matches."""
     side = _sidecar(dest)
@@ -214,9 +235,9 @@ def _verify_cached(dest: Path, expected: str | None) -> bool:
             )
         return True
     # No sidecar: a file put there by hand (or by an interrupted earlier run).
-    if expected is not None:
+    if expected is not None or md5 is not None:
         actual = _file_sha256(dest).hexdigest()
-        if actual == expected.lower():
+        if (expected is None or actual == expected.lower()) and _md5_matches(dest, md5):
             _write_sidecar(dest, actual)
             return True
         return False
@@ -267,17 +288,18 @@ def _int_header(value: str | None) -> int | None:
         return None
 
 
-def download(url: str, dest: Path, *, progress: bool = True, sha256: str | None = None) -> Path:
+def download(url: str, dest: Path, *, progress: bool = True, sha256: str | None = None,
+             md5: str | None = None) -> Path:
     """Download ``url`` to ``dest`` unless a verified copy is already there; return ``dest``.
 
     A leftover ``dest.part`` from an interrupted run is resumed with an HTTP Range request.
-    The size is checked against the server's announcement and, when ``sha256`` is given,
-    the content against that hex digest. A ``<dest>.sha256`` sidecar is written beside the
-    file and checked on later calls. Raises :class:`DownloadError` (or
+    The size is checked against the server's announcement and, when ``sha256`` or ``md5`` is
+    given, the content against that hex digest. A ``<dest>.sha256`` sidecar is written beside
+    the file and checked on later calls. Raises :class:`DownloadError` (or
     :class:`OfflineError` when ``ELMO_OFFLINE`` is set and the file is missing).
     """
     dest = Path(dest)
-    if dest.is_file() and _verify_cached(dest, sha256):
+    if dest.is_file() and _verify_cached(dest, sha256, md5):
         return dest
     if is_offline():
         state = "does not match the expected sha256" if dest.is_file() else "is not in the cache"
@@ -310,12 +332,16 @@ def download(url: str, dest: Path, *, progress: bool = True, sha256: str | None 
             f"{size} bytes were received. {keep}"
         )
     digest = hasher.hexdigest()
-    if sha256 is not None and digest != sha256.lower():
-        part.unlink(missing_ok=True)
-        raise DownloadError(
-            f"checksum mismatch for {url}: expected sha256 {sha256.lower()}, got {digest}. "
-            "The downloaded data was deleted; try again, or check the expected checksum."
-        )
+    for name, expected, actual in (
+        ("sha256", sha256, lambda: digest),
+        ("md5", md5, lambda: _file_sha256(part, hashlib.md5()).hexdigest()),
+    ):
+        if expected is not None and (got := actual()) != expected.lower():
+            part.unlink(missing_ok=True)
+            raise DownloadError(
+                f"checksum mismatch for {url}: expected {name} {expected.lower()}, got {got}. "
+                "The downloaded data was deleted; try again, or check the expected checksum."
+            )
     os.replace(part, dest)
     _write_sidecar(dest, digest)
     return dest
@@ -399,9 +425,10 @@ def resolve_released(name: str, *, progress: bool = True) -> tuple[Path, Path]:
         raise ValueError(f"unknown released ELMo model {name!r}; known models: {known}")
     folder = cache_dir() / model.name
     paths = []
-    for official in (model.options_url, model.weights_url):
-        url = _rebase(official)
-        paths.append(download(url, folder / official.rsplit("/", 1)[-1], progress=progress))
+    for official, md5 in ((model.options_url, model.options_md5),
+                          (model.weights_url, model.weights_md5)):
+        paths.append(download(_rebase(official, model.name),
+                              folder / official.rsplit("/", 1)[-1], progress=progress, md5=md5))
     return paths[0], paths[1]
 
 

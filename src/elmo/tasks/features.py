@@ -20,9 +20,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from elmo.embed import Embedder
+from elmo.embed_file import EmbedFileOptions, Item, save_embeddings
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
 from elmo.io.hdf5_output import PartialOutput, write_index
@@ -133,6 +133,7 @@ def cached_layers(
     """
     if dtype not in STORAGE_DTYPES:
         raise ElmoError(f"feature cache dtype must be one of {STORAGE_DTYPES}, got {dtype!r}")
+    options = EmbedFileOptions(dtype=dtype, progress=progress)  # all layers, not pooled
     bilm = model if isinstance(model, BiLM) else load_model(model, progress=progress).bilm
     key = cache_key(bilm, sentences, dtype)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -145,7 +146,7 @@ def cached_layers(
         store = _open_complete(path, key, len(sentences))
         if store is None:
             _compute(Embedder(bilm, device=device, batch_size=batch_size), sentences, path,
-                     key, dtype, progress)
+                     key, options)
             store = _open_complete(path, key, len(sentences))
     if store is None:
         raise ElmoError(f"the feature cache entry {path} was written but cannot be read back")
@@ -172,28 +173,21 @@ def _compute(
     sentences: Sequence[Sequence[str]],
     path: Path,
     key: str,
-    dtype: str,
-    progress: bool,
+    options: EmbedFileOptions,
 ) -> None:
-    """Embed `sentences` into `path.partial` (resuming a killed run of the same key), then
-    rename it to `path`."""
+    """Embed `sentences` into `path.partial` (resuming a killed run of the same key) with the
+    file job's save loop, then rename it to `path`."""
     partial = PartialOutput(path.with_name(path.name + ".partial"), {"key": key})
     bilm = embedder.model
-    done = partial.done
-    with tqdm(total=len(sentences), initial=done, unit="sentence", disable=not progress,
-              desc="caching biLM layers") as bar:
-        for start in range(done, len(sentences), embedder.chunk_size):
-            part = sentences[start:start + embedder.chunk_size]
-            partial.save(start + len(part), [
-                (str(start + i), layers.astype(dtype, copy=False))
-                for i, layers in embedder.iter_embeddings(part)])
-            bar.update(len(part))
+    items = (Item(i, str(i), list(sentences[i])) for i in range(partial.done, len(sentences)))
+    save_embeddings(embedder, partial, items, options, total=len(sentences),
+                    initial=partial.done, unit="sentence", desc="caching biLM layers")
     with partial.final(path) as out:
         partial.assemble(out)
         write_index(out, {" ".join(s): str(i) for i, s in enumerate(sentences)})
         out.attrs.update({"key": key, "num_sentences": len(sentences),
                           "num_layers": bilm.num_layers, "dim": bilm.config.output_dim,
-                          "dtype": dtype,
+                          "dtype": options.dtype,
                           "layer_rms": layer_rms((out[str(i)][...]
                                                   for i in range(len(sentences))),
                                                  bilm.num_layers)})
