@@ -170,7 +170,7 @@ def test_health_is_503_while_the_model_loads_then_200():
         assert client.post("/embed", {"inputs": "a b"})[0] == 200
 
 
-@pytest.mark.parametrize("layers", ["all", "top", "average"])
+@pytest.mark.parametrize("layers", ["all", "top", "average", "sum"])
 def test_embed_all_equals_the_embedder(client, layers):
     tokens = [s.split() for s in SENTENCES]
     inputs = [SENTENCES[0], tokens[1], SENTENCES[2], tokens[3]]  # strings and token lists
@@ -181,6 +181,8 @@ def test_embed_all_equals_the_embedder(client, layers):
             expected = expected[-1]
         elif layers == "average":
             expected = expected.mean(axis=0)
+        elif layers == "sum":
+            expected = expected.sum(axis=0)
         np.testing.assert_allclose(np.array(got, dtype=np.float32), expected, atol=1e-5)
 
 

@@ -37,7 +37,7 @@ class TeiRequest(_Request):
 class EmbedAllRequest(TeiRequest):
     """`POST /embed_all`: token vectors; `layers` defaults to the server's --layers."""
 
-    layers: Literal["all", "top", "average"] | None = None
+    layers: Literal["all", "top", "average", "sum"] | None = None
 
 
 class EmbedRequest(TeiRequest):
@@ -45,7 +45,7 @@ class EmbedRequest(TeiRequest):
     of `layers`, L2-normalized unless `normalize` is false."""
 
     normalize: bool = True
-    layers: Literal["average", "top"] = "average"
+    layers: Literal["average", "top", "sum"] = "average"
     dimensions: int | None = None  # refused unless the model's (TEI shortens Matryoshka ones)
 
 
