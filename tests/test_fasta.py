@@ -17,7 +17,7 @@ from elmo.data.corpus import iter_sentences
 from elmo.embed import Embedder
 from elmo.errors import InputFileError
 from elmo.io.fasta import dataset_name, is_fasta_path, read_fasta, scan_fasta
-from elmo.loading.resolve import load_pretrained
+from elmo.loading import load_pretrained
 from tests.conftest import random_bilm
 
 HBA = "MVLSPADKTNVKAAWGKVGAHAGEYGAEALERMFLSFPTTKTYFPHFDLSHGSAQVKGHGKKVADALTNAVAHVDDMPNALSALSDLHAHKL"
