@@ -1,5 +1,6 @@
 """Embedding with Ray Data on a local Ray (2 CPUs, one session for the module): `Embed` in
-`map_batches`, and `elmo embed --ray` (Parquet blocks, resuming, `elmo merge`)."""
+`map_batches`, and `elmo embed --ray` (Parquet blocks, resuming, `elmo merge`; text and
+FASTA)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import ray
 from elmo import save_pretrained
 from elmo.cli import main
 from elmo.embed import Embedder, select_layers
-from elmo.errors import ElmoError
+from elmo.errors import ElmoError, InputFileError
+from elmo.io.fasta import dataset_name, scan_fasta
+from elmo.io.parquet_output import MANIFEST, parquet_to_hdf5, write_block
 from elmo.ray import Embed
 from elmo.ray.files import BlockWriter, _check_resources
 from tests.conftest import REPO, random_bilm
@@ -168,6 +171,102 @@ def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
     # one input file, blocks of 16 x --batch-size lines (the default): every line has the
     # neighbours it has in `elmo embed`, so the vectors are the same bit for bit
     _assert_same_hdf5(tmp_path / "merged.hdf5", tmp_path / "ref.hdf5", atol=0)
+
+
+def _fasta(records, width=7):
+    """FASTA text of (id, description, sequence): sequences wrapped at `width`, a blank line
+    after every other record."""
+    return "".join(f">{ident} {description}\n" + "".join(
+        seq[i:i + width] + "\n" for i in range(0, len(seq), width)) + "\n" * (n % 2)
+        for n, (ident, description, seq) in enumerate(records))
+
+
+PROTEINS = [(f"sp|P{n:05d}|PROT{n}" if n % 5 else f"tr/{n}%x", f"protein {n}  of a" * (n % 3),
+             "ACDEFGHIKLMNPQRSTVWY"[n % 7:] + "MKV" * (n % 4)) for n in range(25)]
+
+
+def test_ray_command_on_fasta_equals_embed(ray_session, model_dir, tmp_path):
+    """Two FASTA files, one gzipped, read by their names: 16 records a block (--batch-size
+    1), the first file cut in two; merged, the file of `elmo embed` on each, bit for bit."""
+    corpus, out, merged = tmp_path / "corpus", tmp_path / "out", tmp_path / "merged.hdf5"
+    corpus.mkdir()
+    (corpus / "a.fasta").write_text(_fasta(PROTEINS[:20]), encoding="utf-8")
+    with gzip.open(corpus / "b.fa.gz", "wt", encoding="utf-8") as f:
+        f.write(_fasta(PROTEINS[20:], width=5))
+    assert _run("embed", model_dir, corpus, out, "--ray", "--workers", 2, "--batch-size", 1,
+                "--quiet") == 0
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert (manifest["version"], manifest["input_format"], manifest["tokenizer"]) == \
+        (2, "fasta", "chars")
+    assert [(b["source"], b["start"], b["stop"]) for b in manifest["blocks"]] == \
+        [(0, 0, 16), (0, 16, 20), (1, 0, 5)]
+    table = pq.read_table(out)
+    assert table.column_names == ["source", "line", "id", "description", "text", "tokens",
+                                  "embedding"]
+    rows = table.to_pylist()
+    assert [(os.path.basename(r["source"]), r["line"]) for r in rows] == \
+        [("a.fasta", i) for i in range(20)] + [("b.fa.gz", i) for i in range(5)]
+    assert [(r["id"], r["description"], r["text"]) for r in rows] == \
+        [(i, d.strip(), s) for i, d, s in PROTEINS]
+    assert [r["tokens"] for r in rows] == [list(s) for _, _, s in PROTEINS]
+
+    assert _run("merge", merged, out) == 0
+    for name in ("a.fasta", "b.fa.gz"):
+        assert _run("embed", model_dir, corpus / name, tmp_path / f"{name}.hdf5",
+                    "--batch-size", 1, "--quiet") == 0
+    with h5py.File(merged, "r") as f, h5py.File(tmp_path / "a.fasta.hdf5", "r") as a, \
+            h5py.File(tmp_path / "b.fa.gz.hdf5", "r") as b:
+        assert sorted(f) == sorted([*a, *b]) == sorted(dataset_name(i) for i, _, _ in PROTEINS)
+        assert dict(f.attrs) == dict(a.attrs) == {}  # no sentence_to_index either
+        for ref in (a, b):
+            for name in ref:
+                assert dict(f[name].attrs) == dict(ref[name].attrs)
+                assert f[name].dtype == ref[name].dtype
+                np.testing.assert_array_equal(f[name][...], ref[name][...])
+
+
+def test_fasta_input_is_checked_before_ray_starts(model_dir, tmp_path, capsys):
+    """A bad record stops the run with the reader's message and leaves no output; a mix of
+    FASTA and text is refused, unless --format says how to read them all."""
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    corpus.mkdir()
+    (corpus / "a.fasta").write_text(_fasta(PROTEINS[:3]), encoding="utf-8")
+    (corpus / "b.fasta").write_text(">p1\nMKV\n>p2 bad\nMK*V\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as reader:
+        scan_fasta(corpus / "b.fasta")
+    assert "b.fasta, line 4, column 3: record 'p2' holds '*'" in str(reader.value)
+    capsys.readouterr()
+    assert _run("embed", model_dir, corpus, out, "--ray", "--quiet") == 1
+    assert str(reader.value) in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # nothing written
+
+    (corpus / "b.fasta").unlink()
+    (corpus / "c.txt").write_text("a sentence\n", encoding="utf-8")
+    assert _run("embed", model_dir, corpus, out, "--ray", "--quiet") == 1
+    assert f"mixes FASTA and text files ({corpus / 'a.fasta'}, {corpus / 'c.txt'})" in \
+        capsys.readouterr().err
+    assert _run("embed", model_dir, corpus, out, "--ray", "--format", "fasta", "--quiet") == 1
+    assert "c.txt, line 1: sequence before any header" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+    with pytest.raises(SystemExit):
+        _run("embed", model_dir, corpus / "a.fasta", out, "--ray", "--pool", "mean")
+    assert "--pool: not with --ray" in capsys.readouterr().err
+
+
+def test_merge_refuses_an_id_of_two_fasta_files(tmp_path):
+    """Each file's ids are checked when read; the same id in two files stops `elmo merge`."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for n, source in enumerate(("a.fasta", "b.fasta")):
+        write_block(out / f"part-00000{n}.parquet", source, [0], ["MKV"], [list("MKV")],
+                    [np.zeros((3, 4), np.float32)], ids=["P1"], descriptions=[""])
+    (out / MANIFEST).write_text(json.dumps({
+        "version": 2, "input_format": "fasta", "inputs": [{"lines": 1}, {"lines": 1}],
+        "blocks": [{"name": f"part-00000{n}.parquet", "source": n} for n in (0, 1)]}))
+    with pytest.raises(ElmoError, match=r"b.fasta: record 'P1' \(record 1 of the file\) has "
+                       "the id of a record of an earlier input file"):
+        parquet_to_hdf5(out, tmp_path / "merged.hdf5")
+    assert not (tmp_path / "merged.hdf5").exists()
 
 
 def test_without_ray_the_extra_is_named(monkeypatch, tmp_path, capsys):

@@ -11,8 +11,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
         "embedding with Ray Data",
         "elmo embed MODEL INPUT OUTPUT_DIR --ray [--address ADDR] [--workers N] [--threads N]: "
-        "INPUT a file, a glob or a directory; OUTPUT_DIR a directory of Parquet files, one per "
-        "block of lines (`elmo merge OUT.hdf5 OUTPUT_DIR` makes the HDF5 file). The same "
+        "INPUT a file, a glob or a directory (text or FASTA, see --format); OUTPUT_DIR a "
+        "directory of Parquet files, one per block of lines or records (`elmo merge OUT.hdf5 "
+        "OUTPUT_DIR` makes the HDF5 file). The same "
         "command resumes a killed run; --threads is per worker (default 1). Needs the [ray] "
         "extra; docs/scaling.md",
     )
@@ -23,7 +24,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                        help="actors, each with its own model (default: the cluster's CPUs "
                        "divided by --threads; with --device cuda, its GPUs, one each)")
     group.add_argument("--block-lines", type=int, metavar="N",
-                       help="lines per Parquet file (default: 16 x --batch-size, 1024)")
+                       help="lines (FASTA: records) per Parquet file (default: 16 x --batch-size, "
+                       "1024)")
 
 
 def asked(args: argparse.Namespace) -> bool:
@@ -45,6 +47,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if unused:
         parser.error(f"{', '.join(unused)}: not with --ray (Ray cuts the input into blocks "
                      "itself, and its output keeps each line's file, number and text)")
+    if args.pool is not None:
+        parser.error("--pool: not with --ray, whose output keeps every token's vectors; take "
+                     "their mean from the Parquet `embedding` column, or run `elmo embed` "
+                     "without --ray")
     if len(args.paths) != 3:
         parser.error(f"embed --ray takes MODEL INPUT OUTPUT_DIR; got {len(args.paths)} paths: "
                      f"{args.paths}")
@@ -58,12 +64,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     done = embed_files(
         model, inputs, output, layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
         quantize=args.quantize, device=device, batch_size=args.batch_size,
-        encoding_errors=args.encoding_errors, workers=args.workers,
+        encoding_errors=args.encoding_errors, format=args.format,
+        max_tokens=args.max_tokens, workers=args.workers,
         threads=args.threads or args.threads_before or 1,
         block_lines=args.block_lines, address=args.address,
         overwrite=args.overwrite, progress=not args.quiet)
     if done.blocks and not args.quiet:
-        print(f"elmo: {done.lines:,} lines ({done.tokens:,} tokens) in {done.blocks:,} blocks, "
-              f"{done.workers} workers: {done.tokens / max(done.job_seconds, 1e-9):,.0f} "
-              f"tokens/s; output in {output}", file=sys.stderr)
+        lines, tokens = ("records", "residues") if done.input_format == "fasta" else \
+            ("lines", "tokens")
+        print(f"elmo: {done.lines:,} {lines} ({done.tokens:,} {tokens}) in {done.blocks:,} "
+              f"blocks, {done.workers} workers: "
+              f"{done.tokens / max(done.job_seconds, 1e-9):,.0f} {tokens}/s; output in {output}",
+              file=sys.stderr)
     return 0

@@ -1,12 +1,15 @@
 """The Parquet output of `elmo embed --ray`: a directory of blocks, each written atomically, a
 killed run resumed block by block, and its conversion to the HDF5 layout of `elmo embed`.
 
-Layout of OUTPUT_DIR: `_manifest.json` (what the run is made of: the input files with their line
-counts and sha256, the model's sha256, the settings, and the list of blocks) and one Parquet
-file per block of consecutive lines of one input file, `part-000000.parquet`, ... Columns:
-`source` (the input file), `line` (0-based number in that file), `text` (the line, stripped),
-`tokens` (list of str) and `embedding`: float32 nested lists, (n, D) per line, or (L+1, n, D)
-for the layers "all" (a line with no tokens: n = 0). Needs pyarrow (the [ray] extra).
+Layout of OUTPUT_DIR: `_manifest.json` (what the run is made of: its `version`, the input
+files with their line counts and sha256, the `input_format`, the model's sha256, the settings,
+and the list of blocks) and one Parquet file per block of consecutive lines of one input file,
+`part-000000.parquet`, ... Columns: `source` (the input file), `line` (0-based number in that
+file), `text` (the line, stripped), `tokens` (list of str) and `embedding`: float32 nested
+lists, (n, D) per line, or (L+1, n, D) for the layers "all" (a line with no tokens: n = 0).
+FASTA input (`input_format` "fasta"): a row per record, `line` its 0-based record number,
+`text` its sequence, `tokens` its residues, and two more columns after `line`: `id` and
+`description`; the manifest's line counts are record counts. Needs pyarrow (the [ray] extra).
 
 While the run works, everything goes to the directory OUTPUT_DIR.partial: each block under a
 temporary name, renamed when complete, so a kill at any moment loses at most the blocks being
@@ -31,6 +34,7 @@ import numpy as np
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
+from elmo.io.fasta import dataset_name
 from elmo.io.hdf5_output import NEW_FILE, write_index
 
 PURPOSE = "the Parquet output of `elmo embed --ray`"
@@ -39,6 +43,9 @@ pc = import_extra("pyarrow.compute", PURPOSE)
 pq = import_extra("pyarrow.parquet", PURPOSE)
 
 MANIFEST = "_manifest.json"  # "_": readers of the directory (pyarrow, Spark, Ray) skip it
+# 1: text only; 2: adds `input_format` (text or fasta) and `max_tokens` (a version-1 output
+# is text).
+MANIFEST_VERSION = 2
 BLOCK_NAME = re.compile(r"part-\d{6}\.parquet")
 ROWS_PER_READ = 256  # rows held in memory at a time when converting to HDF5
 
@@ -105,14 +112,21 @@ class ParquetOutput:
 def claim_parquet_output(output: str | Path, overwrite: bool = False) -> Iterator[Path]:
     """Claim the output directory (see `atomic.claim_output`: an existing output is replaced
     only with `overwrite`; locked while the body runs). OUTPUT_DIR must be new, empty or an
-    earlier output: files of others in it are never deleted."""
+    earlier output: files of others in it are never deleted. A body that fails before writing
+    anything (a bad input) leaves no OUTPUT_DIR that was not there before."""
     output = Path(output)
+    existed = output.exists()
     with claim_output(output, directory_of=[MANIFEST], overwrite=overwrite):
         foreign = _foreign(output)
         if foreign:
             raise ElmoError(f"the output directory {output} holds other files "
                             f"({', '.join(foreign[:3])}): give a new or empty directory")
-        yield output
+        try:
+            yield output
+        except BaseException:
+            if not existed and output.is_dir() and not any(output.iterdir()):
+                output.rmdir()
+            raise
 
 
 def write_block(
@@ -122,11 +136,18 @@ def write_block(
     texts: Sequence[str],
     tokens: Sequence[Sequence[str]],
     embeddings: Sequence[np.ndarray],
+    *,
+    ids: Sequence[str] | None = None,
+    descriptions: Sequence[str] | None = None,
 ) -> None:
-    """Write one block's rows (see the module's layout) to `path`, atomically."""
+    """Write one block's rows (see the module's layout) to `path`, atomically; FASTA records
+    also have `ids` and `descriptions`."""
+    records = {} if ids is None else {"id": pa.array(ids, pa.string()),
+                                      "description": pa.array(descriptions, pa.string())}
     table = pa.table({
         "source": pa.array([source] * len(lines), pa.string()),
         "line": pa.array(lines, pa.int64()),
+        **records,
         "text": pa.array(texts, pa.string()),
         "tokens": pa.array(tokens, pa.list_(pa.string())),
         "embedding": embedding_column(embeddings),
@@ -170,34 +191,63 @@ def embedding_arrays(column: pa.Array) -> list[np.ndarray]:
 
 
 def parquet_to_hdf5(directory: str | Path, output: str | Path, overwrite: bool = False) -> Path:
-    """The HDF5 file that `elmo embed` writes (one dataset per line named by its 0-based number,
-    and `sentence_to_index`) from the Parquet output `directory` of `elmo embed --ray`. Several
-    input files are numbered as their concatenation in the run's order. Written atomically;
-    an existing `output` is replaced only with `overwrite`."""
+    """The HDF5 file that `elmo embed` writes from the Parquet output `directory` of `elmo
+    embed --ray`: for text, one dataset per line named by its 0-based number, and
+    `sentence_to_index` (several input files numbered as their concatenation in the run's
+    order); for FASTA, one dataset per record named by its id (`fasta.dataset_name`), with
+    the attributes `id` and `description` (ids must differ across files too). Written
+    atomically; an existing `output` is replaced only with `overwrite`."""
     directory = Path(directory)
     manifest = read_manifest(directory)
     if manifest is None:
         raise ElmoError(f"{directory} is not an output of `elmo embed --ray` (no {MANIFEST})")
+    if manifest.get("version", 1) > MANIFEST_VERSION:
+        raise ElmoError(f"{directory} was written by a newer elmo (manifest version "
+                        f"{manifest['version']}): upgrade elmo to merge it")
     if directory.name.endswith(".partial"):
         raise ElmoError(f"{directory} is the work of an unfinished `elmo embed --ray` run: run "
                         "the same command again to finish it, then merge its output directory")
+    fasta = manifest.get("input_format") == "fasta"
     offsets = np.cumsum([0] + [source["lines"] for source in manifest["inputs"]])
     sentence_to_index: dict[str, str] = {}
     with claim_output(output, overwrite=overwrite), atomic_output(output) as tmp, \
             h5py.File(tmp, "w", **NEW_FILE) as out:
         for block in manifest["blocks"]:
-            first = int(offsets[block["source"]])
             path = directory / block["name"]
             if not path.exists():
                 raise ElmoError(f"{path} is missing: the output is incomplete")
-            reader = pq.ParquetFile(path)
-            for batch in reader.iter_batches(ROWS_PER_READ, columns=["line", "text", "embedding"]):
-                lines = batch.column("line").to_numpy()
-                arrays = embedding_arrays(batch.column("embedding"))
-                for line, text, array in zip(lines, batch.column("text").to_pylist(), arrays,
-                                             strict=True):
-                    name = str(first + int(line))
-                    out.create_dataset(name, data=array)
-                    sentence_to_index[text] = name
-        write_index(out, sentence_to_index)
+            if fasta:
+                for source, line, ident, description, array in _rows(
+                        path, ["source", "line", "id", "description"]):
+                    _create_record(out, ident, array, source, line).attrs.update(
+                        id=ident, description=description)
+                continue
+            first = int(offsets[block["source"]])
+            for line, text, array in _rows(path, ["line", "text"]):
+                name = str(first + line)
+                out.create_dataset(name, data=array)
+                sentence_to_index[text] = name
+        if not fasta:
+            write_index(out, sentence_to_index)
     return Path(output)
+
+
+def _rows(path: Path, columns: list[str]) -> Iterator[tuple[Any, ...]]:
+    """The values of `columns` and the embedding array of each row of a block file, a few
+    hundred rows in memory at a time."""
+    for batch in pq.ParquetFile(path).iter_batches(ROWS_PER_READ, columns=[*columns,
+                                                                           "embedding"]):
+        arrays = embedding_arrays(batch.column("embedding"))
+        yield from zip(*(batch.column(c).to_pylist() for c in columns), arrays, strict=True)
+
+
+def _create_record(out: h5py.File, ident: str, array: np.ndarray, source: str, line: int
+                   ) -> h5py.Dataset:
+    """The dataset of FASTA record number `line` (0-based) of `source`; an id written
+    before (by an earlier file: a file's own ids were checked) is an ElmoError naming it."""
+    name = dataset_name(ident)
+    if name in out:
+        raise ElmoError(f"{source}: record {ident!r} (record {line + 1} of the file) has the "
+                        "id of a record of an earlier input file; datasets are named by id, so "
+                        "the files merged into one HDF5 file need ids that all differ")
+    return out.create_dataset(name, data=array)

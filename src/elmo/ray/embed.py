@@ -31,9 +31,11 @@ class Embed:
     Stateless: a row's vectors do not depend on the batch or actor it lands in.
 
     `threads`: torch CPU threads of this actor (Ray gives an actor OMP_NUM_THREADS=1).
-    `model`, `tokenizer`, `quantize` ("int8"), `device` and `batch_size` (sentences per
-    forward pass) are those of `Embedder.from_pretrained`; a model that cannot be loaded
-    fails the actor with the loader's message, which names it.
+    `model`, `tokenizer`, `quantize` ("int8"), `device`, `batch_size` (sentences per
+    forward pass) and `max_tokens` (padded tokens per forward pass) are those of
+    `Embedder.from_pretrained`; a model that cannot be loaded fails the actor with the
+    loader's message, which names it. Proteins: `tokenizer="chars"` makes each residue of a
+    sequence (no white space) one token, as `elmo embed` does for FASTA.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class Embed:
         column: str = "text",
         device: str | None = None,
         batch_size: int = 64,
+        max_tokens: int = 4096,
     ) -> None:
         if layers not in LAYER_MODES:
             raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
@@ -56,7 +59,8 @@ class Embed:
             torch.set_num_threads(threads)
         self.layers, self.column = layers, column
         self.embedder = Embedder.from_pretrained(model, tokenizer=tokenizer, quantize=quantize,
-                                                 device=device, batch_size=batch_size)
+                                                 device=device, batch_size=batch_size,
+                                                 max_tokens=max_tokens)
         chosen = self.embedder.tokenizer
         self.tokenize = get_tokenizer(chosen) if isinstance(chosen, str) else chosen
 

@@ -1,12 +1,15 @@
-"""`embed_files`: text files -> a directory of Parquet blocks with Ray Data (`elmo embed --ray`).
+"""`embed_files`: text or FASTA files -> a directory of Parquet blocks with Ray Data (`elmo
+embed --ray`).
 
-The driver (this process) resolves INPUT to files, loads the model once (to check it and take
-its sha256), counts the lines of every file and cuts them into blocks of `block_lines`
-consecutive lines of one file. A Ray Data actor pool (`workers` actors of `threads` CPU
-threads each, or of one GPU each) then takes the blocks not written yet: an actor reads its
-block (`elmo.io.textfile`), embeds it with `Embed` and writes the block's Parquet file
-(`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read and write the files
-themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on every node.
+The driver (this process) resolves INPUT to files, decides their format (text or FASTA, all the
+same), loads the model once (to check it and take its sha256), counts the sentences of every
+file (text: lines; FASTA: records, every record read and checked) and cuts them into blocks of
+`block_lines` consecutive sentences of one file. A Ray Data actor pool (`workers` actors of
+`threads` CPU threads each, or of one GPU each) then takes the blocks not written yet: an actor
+reads its block (`elmo.io.textfile`, `elmo.io.fasta`), embeds it with `Embed` and writes the
+block's Parquet file (`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read
+and write the files themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on
+every node.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +30,17 @@ from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
+from elmo.embed_file import INPUT_FORMATS
 from elmo.errors import ElmoError, InputFileError
 from elmo.extras import import_extra
-from elmo.io.parquet_output import ParquetOutput, block_name, claim_parquet_output, write_block
+from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
+from elmo.io.parquet_output import (
+    MANIFEST_VERSION,
+    ParquetOutput,
+    block_name,
+    claim_parquet_output,
+    write_block,
+)
 from elmo.io.textfile import read_lines, scan_input
 from elmo.modules.bilm import model_identity
 from elmo.ray.embed import Embed
@@ -44,6 +56,7 @@ class RayEmbedRun:
     """What `embed_files` did: the blocks it embedded (not those of an earlier run)."""
 
     output: Path
+    input_format: str = "text"  # or "fasta": `lines` counts records, `tokens` residues
     blocks: int = 0
     lines: int = 0
     tokens: int = 0
@@ -72,25 +85,47 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
     return [f.absolute() for f in files]
 
 
-# ---- the input format: files are counted by `count_lines` and read by `read_block` (another
-# format, such as FASTA, is added to these two) ---------------------------------------------
+# ---- the input format: which one a run reads (`input_format`), how a file is counted
+# (`count_lines`) and how a block is read (`read_block`) --------------------------------------
 
 
-def count_lines(path: Path) -> tuple[int, str]:
-    """The number of sentences (lines) of an input file, and the sha256 of its text."""
+def input_format(files: Sequence[Path], format: str | None = None) -> str:
+    """"text" or "fasta": `format` if given, else what the file names say (.fasta .fa .faa
+    .fas, plain or .gz, are FASTA), which must be the same for all files."""
+    if format is not None:
+        if format not in INPUT_FORMATS:
+            raise ValueError(f"format must be one of {INPUT_FORMATS}, got {format!r}")
+        return format
+    fasta = [f for f in files if is_fasta_path(f)]
+    text = [f for f in files if not is_fasta_path(f)]
+    if fasta and text:
+        raise InputFileError(f"the input mixes FASTA and text files ({fasta[0]}, {text[0]}): "
+                             "embed each kind in a run of its own, or give --format to read "
+                             "every file as one of them")
+    return "fasta" if fasta else "text"
+
+
+def count_lines(path: Path, format: str, encoding_errors: str) -> tuple[int, str]:
+    """The number of sentences of an input file (text: lines; FASTA: records, each one read
+    and checked, an InputFileError naming the first bad one), and the sha256 of its bytes."""
+    if format == "fasta":
+        records = len(scan_fasta(path, encoding_errors))
+        return records, scan_input(path)[1]
     return scan_input(path)
 
 
-def read_block(path: str, lines: range, encoding_errors: str) -> tuple[list[int], list[str]]:
-    """The numbers and stripped texts of lines `lines` of a text file (plain or gzipped)."""
-    numbers, texts = [], []
-    for number, text in read_lines(path, encoding_errors):
-        if number >= lines.stop:
-            break
-        if number >= lines.start:
-            numbers.append(number)
-            texts.append(text.strip())
-    return numbers, texts
+def read_block(path: str, lines: range, format: str, encoding_errors: str
+               ) -> dict[str, list[Any]]:
+    """The sentences numbered `lines` (0-based) of an input file (plain or gzipped) as
+    columns: `line` (the number), `text` (the line stripped; FASTA: the record's sequence)
+    and, for FASTA, the record's `id` and `description`."""
+    if format == "fasta":  # checked whole by count_lines: no set of ids kept here
+        records = enumerate(read_fasta(path, encoding_errors, unique_ids=False))
+        block = list(islice(records, lines.start, lines.stop))
+        return {"line": [n for n, _ in block], "text": [r.sequence for _, r in block],
+                "id": [r.id for _, r in block], "description": [r.description for _, r in block]}
+    block = list(islice(read_lines(path, encoding_errors), lines.start, lines.stop))
+    return {"line": [n for n, _ in block], "text": [text.strip() for _, text in block]}
 
 
 # ---- the actors and the driver -------------------------------------------------------------
@@ -99,14 +134,16 @@ def read_block(path: str, lines: range, encoding_errors: str) -> tuple[list[int]
 class BlockWriter:
     """The actor of `embed_files`: embeds whole blocks and writes each one's Parquet file.
 
-    Returns one row per block: its name, lines, tokens, seconds and `error`, the message of
-    an ElmoError (a line that is not UTF-8, a model that cannot be loaded), empty if none;
-    the driver raises it, so the user sees the message, not a Ray traceback.
+    Returns one row per block: its name, lines (its sentences: lines or records), tokens,
+    seconds and `error`, the message of an ElmoError (a line that is not UTF-8, a model that
+    cannot be loaded), empty if none; the driver raises it, so the user sees the message,
+    not a Ray traceback. `format`: "text" or "fasta" (`input_format`).
     """
 
     def __init__(self, directory: str, embed: dict[str, Any], encoding_errors: str,
-                 dtype: str) -> None:
+                 dtype: str, format: str = "text") -> None:
         self.directory, self.encoding_errors, self.dtype = Path(directory), encoding_errors, dtype
+        self.format = format
         try:
             self.embed: Embed | None = Embed(**embed)
             self.error = ""
@@ -131,12 +168,13 @@ class BlockWriter:
                 "seconds": np.array(seconds), "error": np.array(errors)}
 
     def _write(self, name: str, source: str, lines: range) -> tuple[int, int]:
-        numbers, texts = read_block(source, lines, self.encoding_errors)
-        rows = self.embed({"text": texts})
+        block = read_block(source, lines, self.format, self.encoding_errors)
+        rows = self.embed({"text": block["text"]})
         embeddings = [a.astype(self.dtype, copy=False) for a in rows["embedding"]]
-        write_block(self.directory / name, source, numbers, texts, list(rows["tokens"]),
-                    embeddings)
-        return len(numbers), sum(map(len, rows["tokens"]))
+        write_block(self.directory / name, source, block["line"], block["text"],
+                    list(rows["tokens"]), embeddings, ids=block.get("id"),
+                    descriptions=block.get("description"))
+        return len(block["line"]), sum(map(len, rows["tokens"]))
 
 
 def embed_files(
@@ -151,6 +189,8 @@ def embed_files(
     device: str | None = None,
     batch_size: int = 64,
     encoding_errors: str = "strict",
+    format: str | None = None,
+    max_tokens: int = 4096,
     workers: int | None = None,
     threads: int = 1,
     block_lines: int | None = None,
@@ -158,18 +198,22 @@ def embed_files(
     overwrite: bool = False,
     progress: bool = True,
 ) -> RayEmbedRun:
-    """Embed text files (plain or gzipped, one sentence per line) into the Parquet directory
-    `output_dir` (layout: `elmo.io.parquet_output`) with Ray Data.
+    """Embed text files (one sentence per line) or FASTA files (a record per sentence, a
+    residue per token), plain or gzipped, into the Parquet directory `output_dir` (layout:
+    `elmo.io.parquet_output`) with Ray Data.
 
-    `inputs`: files, globs or directories. `workers` actors (default: as many as the
-    cluster's CPUs allow, or its GPUs with a cuda `device`) of `threads` torch threads each.
-    Ray: the one this process already joined, else `ray.init(address)` (None: a local Ray,
-    or the cluster at $RAY_ADDRESS), shut down at the end. Re-running after a kill skips the
-    blocks already written; an existing output is replaced only with `overwrite`.
-    `layers`, `dtype`, `tokenizer`, `quantize`, `batch_size` and `encoding_errors` are those
-    of `Embedder.embed_file`. `block_lines` (default: 16 x `batch_size`, the Embedder's chunk):
-    the lines of a block, each block one Parquet file. With a multiple of the chunk, a line is
-    computed with the neighbours it has in `Embedder.embed_file`.
+    `inputs`: files, globs or directories. `format`: "text" or "fasta"; None decides by the
+    file names (`input_format`: all one format). A FASTA file is checked whole before any
+    block is embedded; its tokens are its residues (the tokenizer is not used). `workers`
+    actors (default: as many as the cluster's CPUs allow, or its GPUs with a cuda `device`)
+    of `threads` torch threads each. Ray: the one this process already joined, else
+    `ray.init(address)` (None: a local Ray, or the cluster at $RAY_ADDRESS), shut down at the
+    end. Re-running after a kill skips the blocks already written; an existing output is
+    replaced only with `overwrite`. `layers`, `dtype`, `tokenizer`, `quantize`, `batch_size`,
+    `max_tokens` and `encoding_errors` are those of `Embedder.embed_file`. `block_lines`
+    (default: 16 x `batch_size`, the Embedder's chunk): the lines (FASTA: records) of a
+    block, each block one Parquet file. With a multiple of the chunk, a line is computed with
+    the neighbours it has in `Embedder.embed_file`.
     """
     block_lines = block_lines or 16 * batch_size
     if layers not in LAYER_MODES:
@@ -180,24 +224,30 @@ def embed_files(
         raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
                          f"{block_lines}, {workers}")
     files = input_files(inputs)
+    format = input_format(files, format)
     checked = Embedder.from_pretrained(model, tokenizer=tokenizer, quantize=quantize,
                                        device="cpu")
-    model_sha256, tokenizer = model_identity(checked.model), checked.tokenizer
+    model_sha256 = model_identity(checked.model)
+    tokenizer = "chars" if format == "fasta" else checked.tokenizer  # a residue per token
     del checked
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
     embed = {"model": model, "layers": layers, "tokenizer": tokenizer, "quantize": quantize,
-             "threads": threads, "device": device, "batch_size": batch_size}
-    run = RayEmbedRun(Path(output_dir))
+             "threads": threads, "device": device, "batch_size": batch_size,
+             "max_tokens": max_tokens}
+    noun = "record" if format == "fasta" else "line"
+    run = RayEmbedRun(Path(output_dir), input_format=format)
     with claim_parquet_output(output_dir, overwrite) as output:
-        scans = [count_lines(f) for f in tqdm(files, desc="counting lines", unit="file",
-                                               disable=not progress or len(files) < 2)]
+        scans = [count_lines(f, format, encoding_errors)
+                 for f in tqdm(files, desc=f"counting {noun}s", unit="file",
+                               disable=not progress or len(files) < 2)]
         if sum(n for n, _ in scans) == 0:
-            raise InputFileError(f"{', '.join(map(str, files))}: no lines: nothing to embed")
+            raise InputFileError(f"{', '.join(map(str, files))}: no {noun}s: nothing to embed")
         out = ParquetOutput(output, _manifest(files, scans, block_lines, {
-            "model_sha256": model_sha256, "layers": layers, "dtype": dtype,
-            "tokenizer": tokenizer, "quantize": quantize, "encoding_errors": encoding_errors,
-            "batch_size": batch_size}))
+            "input_format": format, "model_sha256": model_sha256, "layers": layers,
+            "dtype": dtype, "tokenizer": tokenizer, "quantize": quantize,
+            "encoding_errors": encoding_errors, "batch_size": batch_size,
+            "max_tokens": max_tokens}))
         if progress and out.restarted:
             print(f"elmo: {out.path} was left by a run of another input, model or setting: "
                   "starting anew", file=sys.stderr)
@@ -209,21 +259,23 @@ def embed_files(
         if pending:
             total = sum(n for n, _ in scans)
             bar = {"total": total, "initial": total - sum(b["stop"] - b["start"] for b in pending),
-                   "unit": "line", "disable": not progress,
+                   "unit": noun, "disable": not progress,
                    "desc": f"embedding {len(files)} file{'s' * (len(files) > 1)} with Ray"}
-            _run_blocks(run, pending, out.path, embed, encoding_errors, dtype, workers,
-                        address, bar)
+            writer = {"directory": str(out.path), "embed": embed,
+                      "encoding_errors": encoding_errors, "dtype": dtype, "format": format}
+            _run_blocks(run, pending, writer, workers, address, bar)
         out.finish()
     return run
 
 
 def _manifest(files: list[Path], scans: list[tuple[int, str]], block_lines: int,
               settings: dict[str, Any]) -> dict[str, Any]:
-    """What the run is made of: the inputs, the settings, and the blocks of `block_lines`
-    lines of one file (the last of each file shorter), in input order."""
+    """What the run is made of: the inputs (their `lines`: FASTA, records), the settings, and
+    the blocks of `block_lines` lines of one file (the last of each file shorter), in input
+    order."""
     starts = [(i, start) for i, (n, _) in enumerate(scans) for start in range(0, n, block_lines)]
     return {
-        "format": FORMAT, "version": 1,
+        "format": FORMAT, "version": MANIFEST_VERSION,
         "inputs": [{"path": str(f), "lines": n, "sha256": digest}
                    for f, (n, digest) in zip(files, scans, strict=True)],
         **settings, "block_lines": block_lines,
@@ -233,11 +285,11 @@ def _manifest(files: list[Path], scans: list[tuple[int, str]], block_lines: int,
     }
 
 
-def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], directory: Path,
-                embed: dict[str, Any], encoding_errors: str, dtype: str, workers: int | None,
-                address: str | None, bar: dict[str, Any]) -> None:
-    """Embed and write `blocks` with a Ray Data actor pool; fills in `run`. `bar`: the
-    progress bar's options."""
+def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], writer: dict[str, Any],
+                workers: int | None, address: str | None, bar: dict[str, Any]) -> None:
+    """Embed and write `blocks` with a Ray Data actor pool of `BlockWriter(**writer)`; fills
+    in `run`. `bar`: the progress bar's options."""
+    embed = writer["embed"]
     threads, gpus = embed["threads"], int(str(embed["device"] or "").startswith("cuda"))
     began = time.perf_counter()
     with _ray_session(address) as local:
@@ -250,8 +302,7 @@ def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], directory: Path,
         results = ray.data.from_items(blocks, override_num_blocks=len(blocks)).map_batches(
             BlockWriter, batch_size=1, num_cpus=threads, num_gpus=gpus,
             compute=ray.data.ActorPoolStrategy(size=run.workers),
-            fn_constructor_kwargs={"directory": str(directory), "embed": embed,
-                                   "encoding_errors": encoding_errors, "dtype": dtype})
+            fn_constructor_kwargs=writer)
         began = time.perf_counter()
         with tqdm(**bar) as lines_done:
             for row in results.iter_rows():
