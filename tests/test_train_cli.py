@@ -198,7 +198,7 @@ def test_a_failed_start_leaves_nothing_behind_and_the_corrected_command_runs(
     monkeypatch.setenv("ELMO_CACHE", str(tmp_path / "cache"))
     failing = [
         (["--init-from", "small"], "ELMO_OFFLINE"),  # a released model, offline
-        (["--init-from", str(pairs)], "a directory of its own for --init-from"),
+        (["--init-from", str(pairs)], "pair you mean in a directory of its own"),
         (["--valid", str(tmp_path / "missing.txt")], "missing.txt"),
     ]
     for extra, message in failing:

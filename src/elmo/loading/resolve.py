@@ -283,8 +283,8 @@ def official_pair(names: Collection[str], where: str) -> tuple[str, str]:
     found = ", ".join(shown[:30]) + (f" and {len(shown) - 30} more" if len(shown) > 30 else "")
     raise ElmoError(
         f"{where} is no model directory: it should hold {FORMATS_NEEDED}; found "
-        f"{found or 'no files'} (options {options}, weights {weights}). Give the two files "
-        "with --options and --weights, or put one pair in a directory of its own."
+        f"{found or 'no files'} (options {options}, weights {weights}). Put the options/weights "
+        "pair you mean in a directory of its own."
     )
 
 
