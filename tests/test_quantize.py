@@ -246,3 +246,13 @@ def test_saving_an_int8_model_is_refused_with_the_fix(tmp_path):
         with pytest.raises(ElmoError, match="cannot be saved.*without quantize="):
             save(model, tmp_path / save.__name__)
         assert not (tmp_path / save.__name__).exists()
+
+
+@pytest.mark.parametrize("vnni", [False, True])
+def test_int8_without_vnni_says_it_is_slower_than_fp32(monkeypatch, recwarn, vnni):
+    monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
+    random_bilm().quantize_("int8")
+    slow = [w for w in recwarn if "no VNNI" in str(w.message)]
+    assert len(slow) == (0 if vnni else 1)
+    if not vnni:
+        assert "fp32 is faster here" in str(slow[0].message)

@@ -14,7 +14,7 @@ from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LSTMState, StackedLSTM
-from elmo.modules.quantize import check_quantize, quantize_linears_
+from elmo.modules.quantize import check_quantize, quantize_linears_, warn_if_int8_is_slow
 
 
 @dataclass
@@ -106,6 +106,7 @@ class BiLM(nn.Module):
         check_quantize(mode, self.bos_ids.device)
         if mode is None or self.quantization == mode:
             return self
+        warn_if_int8_is_slow()
         self.eval()
         quantize_linears_(self.token_encoder)
         for layer in self.lstm.layers:

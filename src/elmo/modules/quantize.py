@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import warnings
 
 import torch
 from torch import nn
@@ -58,6 +59,16 @@ def check_quantize(mode: str | None, device: torch.device | str = "cpu") -> None
     if reason is not None:
         raise ElmoError(f"int8 inference is not available here: {reason}. Run in fp32 "
                         "(without --quantize / quantize=)")
+
+
+def warn_if_int8_is_slow() -> None:
+    """int8 runs without VNNI, but through `torch._int_mm`'s generic kernel: many times slower
+    than fp32 (0.03x on a 2-core AVX2 host, docs/speed.md). Say so once per model."""
+    if not torch.cpu._is_vnni_supported():
+        warnings.warn("this CPU has no VNNI (AVX-512 VNNI or AVX-VNNI): int8 products run "
+                      "through torch._int_mm's generic kernel, measured about 30x slower than "
+                      "fp32 on such a CPU (docs/speed.md); fp32 is faster here (drop "
+                      "--quantize int8 / quantize=)", stacklevel=3)
 
 
 def check_savable(quantization: str | None) -> None:
