@@ -72,8 +72,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if done.blocks and not args.quiet:
         lines, tokens = ("records", "residues") if done.input_format == "fasta" else \
             ("lines", "tokens")
-        print(f"elmo: {done.lines:,} {lines} ({done.tokens:,} {tokens}) in {done.blocks:,} "
-              f"blocks, {done.workers} workers: "
+        blocks = f"{done.blocks:,} block{'s' * (done.blocks != 1)}"
+        workers = f"{done.workers} worker{'s' * (done.workers != 1)}"
+        print(f"elmo: {done.lines:,} {lines} ({done.tokens:,} {tokens}) in {blocks}, {workers}: "
               f"{done.tokens / max(done.job_seconds, 1e-9):,.0f} {tokens}/s; output in {output}",
               file=sys.stderr)
     return 0

@@ -299,6 +299,8 @@ def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], writer: dict[str
             _check_resources(run.workers, threads, gpus)
         ray.data.DataContext.get_current().enable_progress_bars = False  # ours instead
         logging.getLogger("ray.data").setLevel(logging.WARNING)
+        # ... without the warning that Ray's own bars are off
+        logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
         results = ray.data.from_items(blocks, override_num_blocks=len(blocks)).map_batches(
             BlockWriter, batch_size=1, num_cpus=threads, num_gpus=gpus,
             compute=ray.data.ActorPoolStrategy(size=run.workers),
