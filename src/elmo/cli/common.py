@@ -39,7 +39,9 @@ def add_quantize(p: argparse.ArgumentParser) -> None:
     """--quantize for commands that run a biLM for inference (embed, serve, analyze)."""
     p.add_argument("--quantize", choices=QUANTIZE_MODES, default=None,
                    help="int8: int8 weights and dynamically quantized activations on the CPU, "
-                   "~2-4x faster for large models, vectors within ~1%% of fp32 (docs/speed.md). "
+                   "~2-4x faster for large models on a CPU with VNNI (AVX-512 VNNI or AVX-VNNI), "
+                   "much slower without it (a warning says so), vectors within ~1%% of fp32 "
+                   "(docs/speed.md). "
                    "Default: fp32")
 
 
