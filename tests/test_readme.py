@@ -1,7 +1,9 @@
-"""Every ```python block of README.md and docs/*.md runs as written (offline, fresh dir)."""
+"""Every ```python block of README.md and docs/*.md runs as written (offline, fresh dir); every
+`elmo` command line of their shell blocks names commands and options that exist."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 from pathlib import Path
@@ -69,3 +71,72 @@ def test_relative_links_resolve():
               for target in LINK.findall(path.read_text(encoding="utf-8"))
               if "://" not in target and not (path.parent / target).exists()]
     assert not broken, f"links to missing files: {broken}"
+
+
+SHELL_BLOCK = re.compile(r"^```(?:bash|sh|console|shell)?\n(.*?)^```$", flags=re.S | re.M)
+OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+# commands that pass the options after `--` on to another command
+PASSED_ON = {"elmo analyze sample-efficiency": ["task", "train"]}
+
+
+def elmo_lines(text: str) -> list[str]:
+    """The `elmo ...` commands of a Markdown text's shell blocks (continuations joined)."""
+    lines = []
+    for block in SHELL_BLOCK.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            for command in re.split(r"&&|;|\s\|\s", line.strip().removeprefix("$ ")):
+                command = command.split(" #")[0].strip()
+                if re.match(r"elmo (?!=)", command):
+                    lines.append(command)
+    return lines
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next((action.choices for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), {})
+
+
+def unknown_names(line: str, root: argparse.ArgumentParser) -> list[str]:
+    """The commands and options of `line` that its parser does not know. An upper-case word
+    or ... where a command goes (COMMAND, ACTION) ends the check."""
+    parser, unknown = root, []
+    for word in line.split()[1:]:
+        if word == "--" and parser.prog in PASSED_ON:
+            path, parser = PASSED_ON[parser.prog], root
+            for name in path:
+                parser = _commands(parser)[name]
+        elif word.startswith(("-", "[-")):
+            unknown += [f"{option} ({parser.prog})" for option in OPTION.findall(word)
+                        if option not in parser._option_string_actions]
+        elif _commands(parser):
+            if word.isupper() or word.strip("[]") == "...":  # COMMAND: nothing more to check
+                break
+            if word not in _commands(parser):
+                return [*unknown, f"command {word!r} ({parser.prog})"]
+            parser = _commands(parser)[word]
+    return unknown
+
+
+def test_docs_command_lines_name_existing_commands_and_options():
+    from elmo.cli import build_parser
+
+    root = build_parser()
+    lines = [(path.relative_to(REPO), line) for path in DOCUMENTS
+             for line in elmo_lines(path.read_text(encoding="utf-8"))]
+    assert len(lines) > 50
+    wrong = [f"{path}: {line}: {name}" for path, line in lines
+             for name in unknown_names(line, root)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_finds_a_misspelt_option_and_command():
+    from elmo.cli import build_parser
+
+    root = build_parser()
+    assert unknown_names("elmo embed default in.txt out.hdf5 --layer top", root) == [
+        "--layer (elmo embed)"]
+    assert unknown_names("elmo task trian --task tagging", root) == [
+        "command 'trian' (elmo task)"]
+    assert unknown_names("elmo analyze sample-efficiency --out d -- --epoch 5", root) == [
+        "--epoch (elmo task train)"]
+    assert unknown_names("elmo [--threads N] COMMAND ...", root) == []
