@@ -84,6 +84,32 @@ def test_released_options_url_needs_no_copy(tmp_path):
     assert released_config(state).n_highway == 2
 
 
+@pytest.mark.parametrize("saved", ["Elmo", "_ElmoBiLm"])
+def test_an_elmo_weights_th_alone_has_the_released_architecture(tmp_path, saved):
+    bilm = random_bilm(seed=9, n_highway=2, activation="relu", use_skip_connections=True)
+    state = Elmo(None, None, 1, module=bilm).state_dict()  # AllenNLP's keys
+    if saved == "_ElmoBiLm":  # the biLM inside it, saved on its own
+        state = {k.removeprefix("_elmo_lstm."): v for k, v in state.items()
+                 if k.startswith("_elmo_lstm.")}
+    (tmp_path / "bare").mkdir()
+    torch.save(state, tmp_path / "bare" / "weights.th")
+    assert resolve_model(tmp_path / "bare").format == "allennlp"
+    with pytest.warns(UserWarning, match="came without options: .* clipping at 3"):
+        loaded = load_model(tmp_path / "bare")
+    torch.testing.assert_close(_layers(loaded.bilm), _layers(bilm))
+
+
+def test_an_elmo_weights_th_reads_the_options_json_beside_it(tmp_path, recwarn):
+    bilm = random_bilm(seed=10)  # tiny's own settings, not the released ones
+    archive = write_allennlp_archive(tmp_path / "a", bilm)  # options.json beside weights.th
+    (archive / "config.json").unlink()
+    torch.testing.assert_close(_layers(load_model(archive).bilm), _layers(bilm))
+    assert not [w for w in recwarn if "without options" in str(w.message)]
+    save_bilm_tf(bilm, tmp_path / "pair")  # beside an official pair, the pair is the model
+    torch.save({}, tmp_path / "pair" / "weights.th")
+    assert resolve_model(tmp_path / "pair").format == "bilm-tf"
+
+
 @pytest.mark.parametrize("change, message", [
     ("unknown-options", "neither in"),
     ("no-elmo", "should hold one ELMo biLM"),

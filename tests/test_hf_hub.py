@@ -152,6 +152,17 @@ def test_allennlp_archive(hub, tmp_path):
     torch.testing.assert_close(layers(loaded.bilm), layers(bilm))
 
 
+def test_an_elmo_weights_th_alone(hub, tmp_path):
+    bilm = random_bilm(seed=11)
+    folder = write_allennlp_archive(tmp_path / "archive", bilm)  # weights.th + options.json
+    (folder / "config.json").unlink()
+    (folder / "README.md").write_text("# my ELMo\n")
+    hub.commit_folder("lab/bare", folder)
+    loaded = load_model("hf:lab/bare", progress=False)
+    assert loaded.format == "allennlp"
+    torch.testing.assert_close(layers(loaded.bilm), layers(bilm))
+
+
 def test_a_pinned_revision_differs_from_main(hub, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     save_pretrained(random_bilm(seed=7), first)

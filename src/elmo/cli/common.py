@@ -11,8 +11,8 @@ from elmo.tokenize import TOKENIZER_NAMES
 MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
               "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
               "(hf:OWNER/REPO[/SUB/DIR][@REVISION]), or a directory: ours, an "
-              "ELMoForManyLangs model, an AllenNLP archive (config.json + weights.th), or one "
-              "holding an official options/weights pair")
+              "ELMoForManyLangs model, an AllenNLP archive (config.json + weights.th) or an "
+              "Elmo's weights.th, or one holding an official options/weights pair")
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

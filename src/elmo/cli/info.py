@@ -15,7 +15,7 @@ from elmo.modules.bilm import BiLM
 FORMAT_NAMES = {"native": "ours (config.json + model.safetensors)",
                 "bilm-tf": "bilm-tf / AllenNLP (options.json + weights.hdf5)",
                 "efml": "ELMoForManyLangs (config.json, char.dic, word.dic, *.pkl)",
-                "allennlp": "AllenNLP archive (config.json + weights.th)"}
+                "allennlp": "AllenNLP archive or Elmo weights (weights.th)"}
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:

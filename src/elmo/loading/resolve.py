@@ -7,8 +7,8 @@ A model is named by
 - a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
   `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs model directory
   (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`), an unpacked
-  AllenNLP archive (`config.json` + `weights.th`) or a directory holding one official
-  options/weights pair;
+  AllenNLP archive (`config.json` + `weights.th`; or an `Elmo`'s `weights.th` alone) or a
+  directory holding one official options/weights pair;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
@@ -50,8 +50,9 @@ CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexit
 FORMATS = ("native", "efml", "allennlp", "bilm-tf")
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
                   f"({', '.join(EFML_FILES)}, word.dic), an AllenNLP archive ("
-                  f"{archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}), or one options .json and "
-                  "one weights .hdf5 (bilm-tf)")
+                  f"{archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}, or an Elmo's "
+                  f"{archive.WEIGHTS_NAME} alone), or one options .json and one weights .hdf5 "
+                  "(bilm-tf)")
 
 
 def shipped_root() -> Path:
@@ -233,7 +234,9 @@ def format_of_files(names: Collection[str], where: str) -> str:
         return "native"
     if TOKEN_EMBEDDER in top or ENCODER in top:
         return "efml"
-    if {archive.CONFIG_NAME, archive.WEIGHTS_NAME} <= top:
+    # an archive, or an Elmo's weights.th alone (not beside an official pair)
+    if archive.WEIGHTS_NAME in top and (
+            archive.CONFIG_NAME in top or not any(n.endswith((".hdf5", ".h5")) for n in top)):
         return "allennlp"
     official_pair(top, where)
     return "bilm-tf"

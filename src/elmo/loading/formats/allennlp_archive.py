@@ -1,9 +1,12 @@
-"""AllenNLP model archives (a `model.tar.gz` unpacked) -> BiLM (read only).
+"""AllenNLP model archives (a `model.tar.gz` unpacked) and `Elmo` weights -> BiLM (read only).
 
 An archive directory holds `config.json`, the experiment's configuration, and `weights.th`,
 the torch state dict of the whole model (read with `weights_only=True`). Its ELMo token
 embedder holds an `Elmo` module, whose biLM tensors end in `_elmo_lstm._token_embedder.*` and
-`_elmo_lstm._elmo_lstm.*` (AllenNLP's layout, see `formats/allennlp.py`).
+`_elmo_lstm._elmo_lstm.*` (AllenNLP's layout, see `formats/allennlp.py`). A `weights.th`
+without `config.json` (an `Elmo`, or its `_ElmoBiLm`, saved alone) is read the same way, its
+architecture from an `options.json` beside it, else as a released model's (below, with a
+warning).
 
 The architecture comes from the options file that the configuration's `options_file` names,
 found as AllenNLP finds it: archived with the model (AllenNLP <= 0.9: `fta/<key>`, listed in
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ from elmo.modules.bilm import BiLM
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "weights.th"
+OPTIONS_NAME = "options.json"  # beside a weights.th without config.json
 FILES_TO_ARCHIVE = "files_to_archive.json"
 ARCHIVED_DIR = "fta"
 BILM = "_elmo_lstm."  # the `Elmo` module's biLM
@@ -43,17 +48,13 @@ class ArchiveFormatError(ElmoError, ValueError):
     """An AllenNLP archive without an ELMo biLM, or with one that cannot be read."""
 
 
-def is_allennlp_archive(path: str | Path) -> bool:
-    """True if `path` holds an AllenNLP archive's `config.json` and `weights.th`."""
-    path = Path(path)
-    return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
-
-
 def load_allennlp_archive(directory: str | Path) -> BiLM:
-    """The biLM of the ELMo token embedder in an unpacked AllenNLP archive, in eval mode."""
+    """The biLM of the ELMo token embedder in an unpacked AllenNLP archive (or of the `Elmo`
+    whose `weights.th` the directory holds alone), in eval mode."""
     directory = Path(directory)
     state = bilm_state(_read_weights(directory / WEIGHTS_NAME), directory / WEIGHTS_NAME)
-    config = _options(directory, state)
+    config = _options(directory, state) if (directory / CONFIG_NAME).is_file() else \
+        _options_beside(directory, state)
     try:
         model = BiLM(config)
         model.load_state_dict(from_allennlp(state))
@@ -75,16 +76,16 @@ def _read_weights(path: Path) -> dict[str, Any]:
 
 
 def bilm_state(state: dict[str, Any], where: Path) -> dict[str, torch.Tensor]:
-    """The tensors of the one `Elmo` biLM in a model's state dict, with biLM-relative keys in
-    AllenNLP's layout (`_token_embedder.*`, `_elmo_lstm.*`)."""
-    prefixes = [key.removesuffix(BILM + CHAR_EMBEDDING) for key in state
-                if key.endswith(BILM + CHAR_EMBEDDING)]
-    if len(prefixes) != 1:
-        found = f"{len(prefixes)}: {', '.join(p or '(top level)' for p in prefixes)}" \
-            if prefixes else "none"
+    """The tensors of the one ELMo biLM (AllenNLP's `_ElmoBiLm`, alone or inside an `Elmo`
+    or a model) in a state dict, with biLM-relative keys in AllenNLP's layout
+    (`_token_embedder.*`, `_elmo_lstm.*`)."""
+    starts = [key.removesuffix(CHAR_EMBEDDING) for key in state if key.endswith(CHAR_EMBEDDING)]
+    if len(starts) != 1:
+        found = f"{len(starts)}: {', '.join(p or '(top level)' for p in starts)}" \
+            if starts else "none"
         raise ArchiveFormatError(f"{where} should hold one ELMo biLM (a key ending in "
-                                 f"{BILM + CHAR_EMBEDDING!r}); found {found}")
-    start = prefixes[0] + BILM
+                                 f"{CHAR_EMBEDDING!r}); found {found}")
+    start = starts[0]
     return {key.removeprefix(start): tensor for key, tensor in state.items()
             if key.startswith(start + TOKEN_EMBEDDER) or key.startswith(start + LSTM)}
 
@@ -117,6 +118,21 @@ def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
         f"{config_path}: {key} names {value!r}, which is neither in {directory} nor a released "
         f"model's options file ({', '.join(sorted(RELEASED_OPTIONS))}); put that options "
         f"file in {directory}")
+
+
+def _options_beside(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
+    """The architecture of a `weights.th` that came without `config.json`: the options file
+    beside it, else a released model's, with a warning (clipping is not in the weights)."""
+    if (directory / OPTIONS_NAME).is_file():
+        try:
+            return read_options(directory / OPTIONS_NAME)
+        except (OSError, ValueError) as err:
+            raise ArchiveFormatError(str(err)) from None
+    warnings.warn(f"{directory / WEIGHTS_NAME} came without options: sizes read from its "
+                  "tensors, ReLU, clipping at 3 and skip connections assumed, as in every "
+                  f"released model; if it was trained otherwise, put its {OPTIONS_NAME} beside "
+                  "it", stacklevel=2)
+    return released_config(state)
 
 
 def _options_files(config: Any, key: str = "") -> Iterator[tuple[str, str]]:
@@ -164,5 +180,5 @@ def released_config(state: dict[str, torch.Tensor]) -> BiLMConfig:
             cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu",
             dropout=0.0)
     except (KeyError, IndexError, ValueError) as err:
-        raise ArchiveFormatError(f"the archive's ELMo biLM lacks the tensor {err} of the "
+        raise ArchiveFormatError(f"the ELMo biLM of the weights lacks the tensor {err} of the "
                                  "released layout") from None
