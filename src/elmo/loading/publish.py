@@ -51,14 +51,17 @@ def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = "native", *,
         save_pretrained(loaded.bilm, out_dir)
     else:
         save_bilm_tf(loaded.bilm, out_dir)
+    written = [out_dir / name for name in EXPORT_FORMATS[fmt]]
     vocab = loaded.files.vocab_file
     if vocab is not None:
         with atomic_output(out_dir / VOCAB_NAME) as tmp:
             shutil.copyfile(vocab, tmp)
+        written.append(out_dir / VOCAB_NAME)
     record = model_record(loaded.files, exported_from)
     if record:  # `elmo embed OUTDIR` splits lines as the model did
         atomic_write_text(out_dir / CARD_NAME, json.dumps(record, indent=2) + "\n")
-    return [out_dir / name for name in export_names(loaded.files, fmt)]
+        written.append(out_dir / CARD_NAME)
+    return written
 
 
 def model_record(files: ModelFiles, exported_from: str) -> dict[str, Any]:

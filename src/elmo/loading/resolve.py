@@ -182,9 +182,9 @@ def resolve_model(
         return _resolve_hub(name)
     path = Path(name)
     if model is not None and path.exists():
-        fmt = _format_of_directory(path)
-        return ModelFiles(name, fmt, "path", directory=path,
-                          **_pair_of(path, fmt, _file_names(path)))
+        names = _model_directory_files(path)
+        fmt = format_of_files(names, str(path))
+        return ModelFiles(name, fmt, "path", directory=path, **_pair_of(path, fmt, names))
     if name in RELEASED_MODELS:
         return ModelFiles(name, "bilm-tf", "release")
     if name in EFML_RELEASES:
@@ -209,8 +209,9 @@ def _resolve_hub(name: str) -> ModelFiles:
                       remote=tuple((hub.path(n), sizes[n]) for n in files_read(fmt, sizes)))
 
 
-def _format_of_directory(path: Path) -> str:
-    """The format of the model directory `path`; an error for a file or a task run."""
+def _model_directory_files(path: Path) -> set[str]:
+    """The names of the files in the model directory `path`; an error for a file or a task
+    run."""
     if not path.is_dir():
         raise ModelNotFoundError(f"model {str(path)!r} is a file; give its directory: "
                                  f"{FORMATS_NEEDED}")
@@ -218,7 +219,7 @@ def _format_of_directory(path: Path) -> str:
         raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
                         "the biLM it was trained with (its config.json says which, under "
                         "task.elmo)")
-    return format_of_files(_file_names(path), str(path))
+    return _file_names(path)
 
 
 def _file_names(directory: Path) -> set[str]:

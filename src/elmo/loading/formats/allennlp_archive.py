@@ -107,10 +107,7 @@ def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
         candidates.append(directory / name)
         for candidate in candidates:
             if candidate.is_file():
-                try:
-                    return read_options(candidate)
-                except (OSError, ValueError) as err:
-                    raise ArchiveFormatError(str(err)) from None
+                return _read_options(candidate)
         if name in RELEASED_OPTIONS:
             return released_config(state)
     key, value = named[0]
@@ -124,15 +121,19 @@ def _options_beside(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConf
     """The architecture of a `weights.th` that came without `config.json`: the options file
     beside it, else a released model's, with a warning (clipping is not in the weights)."""
     if (directory / OPTIONS_NAME).is_file():
-        try:
-            return read_options(directory / OPTIONS_NAME)
-        except (OSError, ValueError) as err:
-            raise ArchiveFormatError(str(err)) from None
+        return _read_options(directory / OPTIONS_NAME)
     warnings.warn(f"{directory / WEIGHTS_NAME} came without options: sizes read from its "
                   "tensors, ReLU, clipping at 3 and skip connections assumed, as in every "
                   f"released model; if it was trained otherwise, put its {OPTIONS_NAME} beside "
                   "it", stacklevel=2)
     return released_config(state)
+
+
+def _read_options(path: Path) -> BiLMConfig:
+    try:
+        return read_options(path)
+    except (OSError, ValueError) as err:
+        raise ArchiveFormatError(str(err)) from None
 
 
 def _options_files(config: Any, key: str = "") -> Iterator[tuple[str, str]]:
