@@ -13,6 +13,7 @@ from torch import nn
 from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.cuda_graphs import LSTMGraphs
 from elmo.modules.lstm import LSTMState, StackedLSTM
 from elmo.modules.quantize import check_quantize, quantize_linears_, warn_if_int8_is_slow
 
@@ -23,13 +24,6 @@ class BiLMOutput:
 
     layers: torch.Tensor  # (L+1, B, T, 2P): layer 0 = [x, x], layer j = [forward_j, backward_j]
     mask: torch.Tensor  # (B, T) bool
-
-
-def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
-    """Lengths sorted longest first -> number of rows still running at each time step."""
-    longest = int(sorted_lengths[0]) if len(sorted_lengths) else 0
-    steps = torch.arange(longest, device=sorted_lengths.device)
-    return (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -78,6 +72,9 @@ class BiLM(nn.Module):
         self.token_encoder = CharCNNEncoder(config)
         self.lstm = StackedLSTM(config)
         self.stateful = False
+        # Stateless inference on CUDA replays CUDA graphs of the LSTM stacks (False: eager).
+        self.cuda_graphs = True
+        self._graphs = LSTMGraphs(self.lstm)
         self.quantization: str | None = None  # "int8" once `quantize_` has run
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order
         # Tokens -> ids as this model's token encoder reads them (bytes or its vocabulary).
@@ -198,12 +195,17 @@ class BiLM(nn.Module):
         (2, B, T, P) in the same order, zero at padding. Updates the carried state if stateful.
         """
         order = torch.argsort(lengths, descending=True, stable=True)
-        sorted_lengths = lengths[order]
-        batch_sizes = lengths_to_batch_sizes(sorted_lengths)
+        sorted_lengths = lengths[order].to(x.device)
         x = x[:, order.to(x.device)]
-        states = self._initial_states(order, x) if self.stateful else None
-        outputs, final_states = self.lstm(x, batch_sizes, states)
         inverse = torch.argsort(order).to(x.device)
+        graphed = None
+        if x.is_cuda and self.cuda_graphs and not (self.stateful or self.training
+                                                   or torch.is_grad_enabled()):
+            graphed = self._graphs(x, sorted_lengths)  # views of static buffers: copied next
+        if graphed is not None:
+            return [out[:, inverse] for out in graphed]
+        states = self._initial_states(order, x) if self.stateful else None
+        outputs, final_states = self.lstm(x, sorted_lengths, states)
         if self.stateful:
             self._store_states(final_states, inverse)
         return [out[:, inverse] for out in outputs]

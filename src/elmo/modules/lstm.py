@@ -2,14 +2,20 @@
 
 The tensors carry a leading direction axis D (forward = 0, backward = 1): the backward direction
 receives its input already reversed, so both directions run the same recurrence side by side as
-batched matmuls. Rows are sorted by length (longest first) and step t only computes the
-`batch_sizes[t]` rows still running, so padding never enters the recurrence.
+batched matmuls. Rows are sorted by length (longest first). Two step loops compute the same
+function (`STEP_LOOPS`):
+
+- "packed" (the CPU's): step t only computes the `batch_sizes[t]` rows still running, so padding
+  never enters the recurrence; the batch shrinks step by step.
+- "masked" (a GPU's): every step computes the whole batch, a mask keeps a finished row's state
+  and zeroes its output. Every step has the same shapes and no step reads a length back to the
+  host, so the loop can be captured in a CUDA graph (`elmo.modules.cuda_graphs`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -78,6 +84,11 @@ class ProjectedLSTM(nn.Module):
         if self.int8 is not None:
             return self.int8[name](x, add, out)
         weight = getattr(self, f"{name}_weight")
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # CPU autocast leaves (b)addbmm alone: cast as CUDA's autocast does.
+            dtype = torch.get_autocast_dtype("cpu")
+            x, weight = x.to(dtype), weight.to(dtype)
+            add = add if add is None else add.to(dtype)
         if onednn.enabled_for(x, weight):  # fp32 inference: one oneDNN product per direction
             if out is None:
                 out = x.new_empty(*x.shape[:-1], weight.shape[-1])
@@ -165,6 +176,33 @@ class ProjectedLSTM(nn.Module):
         outputs.extend([x.new_zeros(d, b, self.proj_dim)] * (t_max - steps))  # padding steps
         return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
 
+    def forward_masked(
+        self, x: torch.Tensor, lengths: torch.Tensor, state: LSTMState | None = None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """The same function as `forward` with fixed shapes: x (D, B, T, I), lengths (B,) on
+        x's device -> outputs (D, B, T, P), zero at padding, and each row's final state.
+
+        Every step runs all B rows; a row past its length keeps its state. Nothing is read back
+        to the host, so the loop can be captured in a CUDA graph.
+        """
+        if self.int8 is not None:
+            check_inference()
+        d, b, t_max, _ = x.shape
+        h, c = self.zero_state(b, x) if state is None else state
+        bias = (self.bias + self.forget_bias).unsqueeze(1)  # (D, 1, 4C)
+        # All input-to-gate products in one matmul, read step by step as strided views.
+        x_gates = self._product("input", x.reshape(d, b * t_max, -1), bias)
+        x_gates = x_gates.view(d, b, t_max, -1)  # (D, B, T, 4C)
+        running = torch.arange(t_max, device=x.device) < lengths.unsqueeze(1)  # (B, T)
+        outputs: list[torch.Tensor] = []  # per step (D, B, P)
+        for step in range(t_max):
+            gates = self._product("state", h, x_gates[:, :, step])  # (D, B, 4C)
+            h_t, c_t = self._cell(gates, c)
+            keep = running[:, step].view(1, b, 1)
+            h, c = torch.where(keep, h_t, h), torch.where(keep, c_t, c)
+            outputs.append(torch.where(keep, h_t, 0.0))
+        return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
+
     def _cell(
         self, gates: torch.Tensor, c_prev: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,6 +238,28 @@ def tanh_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
+def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
+    """Lengths sorted longest first -> number of rows still running at each time step."""
+    longest = int(sorted_lengths[0]) if len(sorted_lengths) else 0
+    steps = torch.arange(longest, device=sorted_lengths.device)
+    return (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
+
+
+# A step loop runs one layer: (layer, x (D, B, T, I), lengths (B,) sorted longest first,
+# initial state or None) -> (outputs (D, B, T, P), final state).
+StepLoop = Callable[["ProjectedLSTM", torch.Tensor, torch.Tensor, "LSTMState | None"],
+                    tuple[torch.Tensor, LSTMState]]
+STEP_LOOPS: dict[str, StepLoop] = {
+    "packed": lambda layer, x, lengths, state: layer(x, lengths_to_batch_sizes(lengths), state),
+    "masked": lambda layer, x, lengths, state: layer.forward_masked(x, lengths, state),
+}
+
+
+def default_step_loop(device: torch.device) -> str:
+    """"packed" on the CPU, "masked" on an accelerator (fixed shapes, no host syncs)."""
+    return "packed" if device.type == "cpu" else "masked"
+
+
 class StackedLSTM(nn.Module):
     """L projected LSTM layers per direction; layer l+1 reads layer l of its own direction.
 
@@ -216,18 +276,22 @@ class StackedLSTM(nn.Module):
         )
         self.use_skip_connections = config.use_skip_connections
         self.dropout = config.dropout
+        self.step_loop: str | None = None  # a key of STEP_LOOPS; None: default_step_loop
 
     def forward(
         self,
         x: torch.Tensor,
-        batch_sizes: Sequence[int],
+        lengths: torch.Tensor,
         states: Sequence[LSTMState] | None = None,
+        step_loop: str | None = None,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """x (D, B, T, P) -> the L layer outputs, each (D, B, T, P), and their final states."""
+        """x (D, B, T, P), lengths (B,) sorted longest first -> the L layer outputs, each
+        (D, B, T, P), and their final states. `step_loop` overrides `self.step_loop`."""
+        run = STEP_LOOPS[step_loop or self.step_loop or default_step_loop(x.device)]
         outputs, final_states = [], []
         for k, layer in enumerate(self.layers):
             x = F.dropout(x, self.dropout, self.training)
-            h, state = layer(x, batch_sizes, states[k] if states is not None else None)
+            h, state = run(layer, x, lengths, states[k] if states is not None else None)
             if self.use_skip_connections and k > 0:
                 h = h + x
             outputs.append(h)

@@ -1,0 +1,553 @@
+"""Correctness, speed and memory on a GPU (or, for a smoke run, the CPU), in one command.
+
+Made for a lent GPU's few minutes: every measurement is guarded (an error is recorded, the
+run goes on), the most important come first, and the JSON and the markdown table are written
+after each section, so what was measured is kept when `--minutes` runs out or the call ends.
+
+1. The card: name, versions, memory, and its matmul rates measured now (fp32 with TF32 off,
+   TF32, bf16; square products timed with CUDA events).
+2. Correctness: the official fixtures on the device against TensorFlow's numbers (stateful,
+   as their README says); the device against the CPU in fp32 with TF32 off, on `default` and
+   on `original`-sized random weights, every layer, with CUDA graphs and eagerly; the TF32
+   and bf16 errors; batch invariance on the device (each sentence alone vs in a batch).
+3. Speed: `Embedder` tokens/s (the library `elmo embed` runs, in memory, no file) for `small`
+   and `original` at several token budgets, fp32 / TF32 / bf16, graphs and eager; the first
+   pass (cold word cache, graph capture) and a second one (cold word cache, graphs warm); a
+   breakdown of one batch (char-CNN, LSTMs eager and graphed, host-side preparation);
+   pretraining tokens/s (`elmo.training.Trainer`) for `compact`, `small`, `original`. Each
+   also as a fraction of the card's limit: its measured matmul rate over a token's FLOPs.
+4. Memory: peak device memory per token budget, the largest budget that fits (a linear fit of
+   peak against budget, over the free memory), a 10,000-token input embedded.
+
+    python benchmarks/gpu.py --out OUT_DIR [--minutes 3] [--data DIR] [--fixtures DIR]
+    python benchmarks/gpu.py --device cpu --quick --out OUT_DIR    # smoke run (tests)
+
+`--data` holds `wikitext2_test_1000.txt` (or WikiText-2's `test.txt`) for embedding and
+WikiText-2's `train.txt.gz` for training speed; default: ../shared/bench and
+../shared/data/wikitext-2. `--fixtures`: ../shared/fixtures/bilm-tf by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from common import (
+    SHARED,
+    TimedTrainer,
+    build_vocab,
+    forward_flops_per_token,
+    head_lines,
+    open_text,
+    training_flops_per_token,
+)
+
+from elmo import batch_to_ids, load_bilm_tf
+from elmo.config import BiLMConfig
+from elmo.embed import Embedder
+from elmo.loading import load_model
+from elmo.modules.bilm import BiLM
+from elmo.training import TrainConfig
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+FIXTURES = {  # folder under fixtures/bilm-tf -> its sentences file
+    "bilm-tf": ("bilm-tf_tests_fixtures/model", "lm_embeddings_sentences.json"),
+    "allennlp": ("allennlp_test_fixtures_elmo", "sentences.json"),
+}
+
+
+@contextlib.contextmanager
+def precision(name: str, device: torch.device) -> Iterator[None]:
+    """fp32 (TF32 off for matmuls and convolutions), tf32 (on), bf16 (autocast)."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = name == "tf32"
+    try:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=name == "bf16"):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Report:
+    """Results by section, written as JSON and markdown after every section."""
+
+    def __init__(self, out: Path, deadline: float) -> None:
+        self.out, self.deadline = out, deadline
+        self.data: dict[str, Any] = {"errors": []}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def guarded(self, what: str, work: Callable[[], Any]) -> Any:
+        """work(), or None with the error recorded; skipped once the time is up."""
+        if self.time_left() <= 0:
+            self.data.setdefault("skipped_for_time", []).append(what)
+            return None
+        start = time.monotonic()
+        try:
+            return work()
+        except Exception as err:  # one failed measurement must not lose the others
+            print(f"FAILED {what}: {type(err).__name__}: {err}", file=sys.stderr)
+            traceback.print_exc()
+            self.data["errors"].append({"what": what, "error": f"{type(err).__name__}: {err}"})
+            return None
+        finally:
+            self.data.setdefault("seconds_each", {})[what] = round(time.monotonic() - start, 2)
+
+    def write(self) -> None:
+        (self.out / "gpu.json").write_text(json.dumps(self.data, indent=2) + "\n")
+        (self.out / "gpu.md").write_text(markdown(self.data))
+
+
+# ---- the card ------------------------------------------------------------------------------
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, tf32: bool, size: int) -> float:
+    """Median TFLOP/s of a square product on random data (CUDA events; CPU: wall clock)."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        times = []
+        for i in range(12):
+            synchronize(device)
+            start = time.perf_counter()
+            a @ b
+            synchronize(device)
+            if i >= 2:
+                times.append(time.perf_counter() - start)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    return 2 * size**3 / statistics.median(times) / 1e12
+
+
+def card(device: torch.device, quick: bool) -> dict[str, Any]:
+    info: dict[str, Any] = {"device": str(device), "torch": torch.__version__,
+                            "cuda": torch.version.cuda,
+                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        free, total = torch.cuda.mem_get_info(device)
+        info.update(name=props.name, memory_gib=round(total / 2**30, 1),
+                    free_gib=round(free / 2**30, 1), multiprocessors=props.multi_processor_count,
+                    cudnn=torch.backends.cudnn.version())
+    size = 256 if quick else 8192 if device.type == "cuda" else 2048
+    info["matmul_tflops"] = {
+        "fp32": matmul_rate(device, torch.float32, False, size),
+        "tf32": matmul_rate(device, torch.float32, True, size),
+        "bf16": matmul_rate(device, torch.bfloat16, False, size),
+    }
+    return info
+
+
+# ---- data ----------------------------------------------------------------------------------
+
+
+def sentences_of(path: Path, max_tokens: int) -> list[list[str]]:
+    """Sentences of a text file (a long line is cut after each '.'), up to max_tokens."""
+    sentences, total = [], 0
+    with open_text(path) as f:
+        for line in f:
+            current: list[str] = []
+            for word in line.split():
+                current.append(word)
+                if word == "." and len(current) > 3:
+                    sentences.append(current)
+                    total, current = total + len(current), []
+            if current:
+                sentences.append(current)
+                total += len(current)
+            if total >= max_tokens:
+                break
+    return sentences
+
+
+def random_model(preset: str, seed: int = 0) -> BiLM:
+    torch.manual_seed(seed)
+    model = BiLM(BiLMConfig.preset(preset))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+# ---- correctness ---------------------------------------------------------------------------
+
+
+def layers_on(model: BiLM, sentences: list[list[str]], device: torch.device, mode: str,
+              graphs: bool) -> torch.Tensor:
+    model.to(device).cuda_graphs = graphs
+    with torch.inference_mode(), precision(mode, device):
+        return model(batch_to_ids(sentences).to(device)).layers.float().cpu()
+
+
+def layer_errors(got: torch.Tensor, expected: torch.Tensor) -> dict[str, list[float]]:
+    """Per layer: max |got - expected| and ||got - expected|| / ||expected||."""
+    diff = (got - expected).double()
+    return {"max_abs": [float(d.abs().max()) for d in diff],
+            "relative": [float(d.norm() / e.double().norm()) for d, e in zip(diff, expected,
+                                                                             strict=True)]}
+
+
+def fixture_errors(root: Path, device: torch.device) -> dict[str, Any]:
+    """The official fixtures on `device`, stateful as TensorFlow ran them: max |ours - TF|."""
+    import h5py
+
+    results = {}
+    for name, (folder, sentences_file) in FIXTURES.items():
+        path = root / folder
+        model = load_bilm_tf(path / "options.json", path / "lm_weights.hdf5").to(device)
+        model.stateful = True
+        sentences = json.loads((path / sentences_file).read_text())
+        expected = [h5py.File(path / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
+        worst = 0.0
+        with torch.inference_mode(), precision("fp32", device):
+            for i in range(10):
+                batch = [sentences[k][i].split() for k in range(3)]
+                top = model(batch_to_ids(batch).to(device)).layers[-1].cpu().numpy()
+                for k, tokens in enumerate(batch):
+                    data = expected[k][str(i)][...]
+                    want = np.concatenate([data[0], data[1]], axis=-1)
+                    worst = max(worst, float(np.abs(top[k, : len(tokens)] - want).max()))
+        results[name] = {"max_abs_vs_tensorflow": worst, "passes_1e-5": worst <= 1e-5}
+    return results
+
+
+def device_vs_cpu(model: BiLM, sentences: list[list[str]], device: torch.device
+                  ) -> dict[str, Any]:
+    reference = layers_on(model, sentences, torch.device("cpu"), "fp32", False)
+    results = {}
+    for mode, graphs in (("fp32", True), ("fp32", False), ("tf32", True), ("bf16", True)):
+        got = layers_on(model, sentences, device, mode, graphs)
+        results[f"{mode} {'graphs' if graphs else 'eager'}"] = layer_errors(got, reference)
+    model.cpu()
+    return results
+
+
+def batch_invariance(model: BiLM, sentences: list[list[str]], device: torch.device) -> float:
+    """Max |layers of a sentence alone - the same sentence in the batch| on the device."""
+    batch = layers_on(model, sentences, device, "fp32", True)
+    worst = 0.0
+    for b, sentence in enumerate(sentences):
+        alone = layers_on(model, [sentence], device, "fp32", True)
+        worst = max(worst, float((alone[:, 0] - batch[:, b, : len(sentence)]).abs().max()))
+    model.cpu()
+    return worst
+
+
+def correctness(report: Report, device: torch.device, fixtures: Path, texts: list[list[str]],
+                quick: bool) -> None:
+    data = report.data.setdefault("correctness", {})
+    if fixtures.is_dir():
+        data["fixtures"] = report.guarded("fixtures", lambda: fixture_errors(fixtures, device))
+    else:
+        data["fixtures"] = f"not found at {fixtures}"
+    sample = texts[: 8 if quick else 32]
+    models = {"default": lambda: load_model("default").bilm,
+              "original": lambda: random_model("tiny" if quick else "original")}
+    for name, make in models.items():
+        data[f"{name} device vs cpu"] = report.guarded(
+            f"{name} device vs cpu", lambda make=make: device_vs_cpu(make(), sample, device))
+    data["batch invariance max_abs"] = report.guarded(
+        "batch invariance", lambda: batch_invariance(load_model("default").bilm, texts[:8],
+                                                     device))
+    report.write()
+
+
+# ---- embedding speed and memory -------------------------------------------------------------
+
+
+def embed_run(model: BiLM, sentences: list[list[str]], device: torch.device, budget: int,
+              mode: str, graphs: bool) -> dict[str, Any]:
+    """Two passes of `Embedder.embed_sentences` (each with a cold word cache): tokens/s of
+    the first (graph capture included) and the second, and the peak device memory."""
+    model.cuda_graphs = graphs
+    tokens = sum(len(s) for s in sentences)
+    seconds = []
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    with precision(mode, device):
+        for _ in range(2):
+            embedder = Embedder(model, device=device, batch_size=budget, max_tokens=budget)
+            synchronize(device)
+            start = time.perf_counter()
+            for _ in embedder.iter_embeddings(sentences):
+                pass
+            synchronize(device)
+            seconds.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return {"tokens": tokens, "first_pass_tokens_per_s": tokens / seconds[0],
+            "tokens_per_s": tokens / seconds[1], "peak_memory_mb": peak and peak / 2**20}
+
+
+def embed_grid(budgets: list[int]) -> list[tuple[int, str, bool]]:
+    """(budget, precision, graphs) in order of importance."""
+    middle = budgets[len(budgets) // 2]
+    runs = [(b, "tf32", True) for b in budgets]
+    runs += [(middle, "bf16", True), (middle, "fp32", True), (middle, "tf32", False),
+             (middle, "fp32", False), (middle, "bf16", False)]
+    return runs
+
+
+def breakdown(model: BiLM, sentences: list[list[str]], device: torch.device, budget: int
+              ) -> dict[str, float]:
+    """Milliseconds of one batch of about `budget` tokens, part by part (TF32)."""
+    batch, used = [], 0
+    for s in sentences:
+        if used + len(s) + 2 > budget:
+            break
+        batch.append(s)
+        used += len(s) + 2
+
+    def timed(work: Callable[[], Any], repeats: int = 5) -> float:
+        work()
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            work()
+        synchronize(device)
+        return 1000 * (time.perf_counter() - start) / repeats
+
+    result: dict[str, float] = {"sentences": len(batch), "tokens": used}
+    with torch.inference_mode(), precision("tf32", device):
+        result["host: batch_to_ids + copy"] = timed(lambda: batch_to_ids(batch).to(device))
+        ids = batch_to_ids(batch).to(device)
+        mask = (ids > 0).any(-1)
+        lengths = mask.sum(1)
+        from elmo.modules.bilm import add_boundaries
+
+        wrapped = add_boundaries(ids, lengths, model.bos_ids, model.eos_ids)
+        result["char-CNN (distinct tokens)"] = timed(lambda: model.encode_tokens(wrapped))
+        tokens = model.encode_tokens(wrapped)
+        for graphs in (False, True):
+            model.cuda_graphs = graphs
+            result[f"LSTMs + layers, {'graphs' if graphs else 'eager'}"] = timed(
+                lambda: model.contextualize(tokens, lengths + 2))
+        layers = model.contextualize(tokens, lengths + 2).layers
+        result["device -> host copy of the layers"] = timed(lambda: layers.cpu())
+    return result
+
+
+def embedding(report: Report, device: torch.device, texts: list[list[str]],
+              presets: list[str], budgets: list[int]) -> None:
+    for preset in presets:
+        embed_preset(report, random_model(preset).to(device), device, texts, preset, budgets)
+
+
+def embed_preset(report: Report, model: BiLM, device: torch.device, texts: list[list[str]],
+                 preset: str, budgets: list[int]) -> None:
+    rows = report.data.setdefault("embedding", [])
+    limits = report.data["card"]["matmul_tflops"]
+    flops = forward_flops_per_token(model.config)
+    for budget, mode, graphs in embed_grid(budgets):
+        result = report.guarded(
+            f"embed {preset} {budget} {mode} {'graphs' if graphs else 'eager'}",
+            lambda b=budget, m=mode, g=graphs: embed_run(model, texts, device, b, m, g))
+        if result is None:
+            continue
+        limit = limits[mode] * 1e12 / flops
+        rows.append({"preset": preset, "budget": budget, "precision": mode, "graphs": graphs,
+                     **result, "limit_tokens_per_s": limit,
+                     "fraction_of_limit": result["tokens_per_s"] / limit})
+        report.write()
+    report.data.setdefault("breakdown", {})[preset] = report.guarded(
+        f"breakdown {preset}", lambda: breakdown(model, texts, device, budgets[-1]))
+    report.write()
+
+
+def memory(report: Report, device: torch.device, texts: list[list[str]], quick: bool) -> None:
+    """The largest budget that fits (from the embedding rows' peaks) and a 10,000-token input."""
+    data = report.data.setdefault("memory", {})
+    rows = [r for r in report.data.get("embedding", []) if r["preset"] == "original"
+            and r["precision"] == "tf32" and r["graphs"] and r["peak_memory_mb"]]
+    if len(rows) >= 2 and device.type == "cuda":
+        slope, intercept = np.polyfit([r["budget"] for r in rows],
+                                      [r["peak_memory_mb"] for r in rows], 1)
+        total = torch.cuda.mem_get_info(device)[1] / 2**20
+        data["original_mb_per_budget_token"] = float(slope)
+        data["original_largest_budget_estimate"] = int((total - intercept) / slope)
+    words = [w for s in texts for w in s]
+    length = 200 if quick else 10_000
+    long_sentence = (words * (length // max(len(words), 1) + 1))[:length]
+
+    def embed_long() -> dict[str, Any]:
+        model = random_model("tiny" if quick else "original").to(device)
+        return {"tokens": length, **embed_run(model, [long_sentence], device, 4096, "tf32",
+                                              True)}
+
+    data["long_input"] = report.guarded("10,000-token input", embed_long)
+    report.write()
+
+
+# ---- pretraining speed ---------------------------------------------------------------------
+
+
+def training_run(preset: str, batch_size: int, mode: str, device: torch.device, train: Path,
+                 vocab: Path, steps: int, work: Path) -> dict[str, Any]:
+    config = TrainConfig(train=[str(train)], vocab=str(vocab), preset=preset,
+                         batch_size=batch_size, max_steps=steps, precision=mode,
+                         device=str(device), checkpoint_every=10**9, eval_every=10**9,
+                         log_every=10**9)
+    out = work / f"{preset}-{batch_size}-{mode}"
+    trainer = TimedTrainer(config, out, progress=False)
+    trainer.run()
+    skip = min(5, steps - 1)
+    ends, tokens = trainer.step_ends, trainer.step_tokens
+    seconds = ends[-1] - ends[skip]
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return {"tokens_per_s": sum(tokens[skip:]) / seconds, "steps_timed": len(tokens) - skip,
+            "vocab_size": len(trainer.vocab), "softmax": trainer.lm.softmax_mode,
+            "peak_memory_mb": peak and peak / 2**20,
+            "flops_per_token": training_flops_per_token(trainer.lm.bilm.config, len(trainer.vocab))}
+
+
+def training(report: Report, device: torch.device, train_text: Path, quick: bool,
+             runs: list[tuple[str, int, str]]) -> None:
+    rows = report.data.setdefault("training", [])
+    limits = report.data["card"]["matmul_tflops"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train = head_lines(train_text, 2000 if quick else 20000, work / "train.txt")
+        vocab = build_vocab([Path(train_text)], "whitespace", work / "vocab.txt")
+        for preset, batch_size, mode in runs:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            result = report.guarded(
+                f"train {preset} {batch_size} {mode}",
+                lambda p=preset, b=batch_size, m=mode: training_run(
+                    p, b, m, device, train, vocab, 8 if quick else 40, work))
+            if result is None:
+                continue
+            limit = limits[mode] * 1e12 / result["flops_per_token"]
+            rows.append({"preset": preset, "batch_size": batch_size, "precision": mode,
+                         **result, "limit_tokens_per_s": limit,
+                         "fraction_of_limit": result["tokens_per_s"] / limit})
+            report.write()
+
+
+# ---- the table -----------------------------------------------------------------------------
+
+
+def markdown(data: dict[str, Any]) -> str:
+    c = data.get("card", {})
+    lines = [f"# {c.get('name', c.get('device', '?'))}, torch {c.get('torch')}, CUDA "
+             f"{c.get('cuda')}, {c.get('date')}", ""]
+    rates = c.get("matmul_tflops", {})
+    lines += ["matmul TFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()), ""]
+    lines += ["## Correctness", "", "| check | max abs difference (per layer) | relative |",
+              "|---|---|---|"]
+    for check, result in (data.get("correctness") or {}).items():
+        if check == "fixtures" and isinstance(result, dict):
+            for name, r in result.items():
+                lines.append(f"| fixture {name} vs TensorFlow | {r['max_abs_vs_tensorflow']:.2e} "
+                             "| |")
+        elif isinstance(result, dict):
+            for variant, r in result.items():
+                lines.append(f"| {check}, {variant} | "
+                             + ", ".join(f"{v:.2e}" for v in r["max_abs"]) + " | "
+                             + ", ".join(f"{v:.2e}" for v in r["relative"]) + " |")
+        else:
+            lines.append(f"| {check} | {result} | |")
+    lines.append("")
+    if data.get("embedding"):
+        lines += ["## Embedding", "", "| preset | budget | precision | graphs | tokens/s | "
+                  "first pass | limit | frac | peak MB |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in data["embedding"]:
+            lines.append(f"| {r['preset']} | {r['budget']:,} | {r['precision']} | "
+                         f"{'yes' if r['graphs'] else 'no'} | {r['tokens_per_s']:,.0f} | "
+                         f"{r['first_pass_tokens_per_s']:,.0f} | {r['limit_tokens_per_s']:,.0f} | "
+                         f"{r['fraction_of_limit']:.3f} | {r['peak_memory_mb'] or 0:,.0f} |")
+        lines.append("")
+    for preset, parts in (data.get("breakdown") or {}).items():
+        if parts:
+            lines += [f"Breakdown, {preset}, one batch (ms): "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), ""]
+    if data.get("training"):
+        lines += ["## Pretraining", "", "| preset | batch | precision | tokens/s | limit | "
+                  "frac | softmax | peak MB |", "|---|---|---|---|---|---|---|---|"]
+        for r in data["training"]:
+            lines.append(f"| {r['preset']} | {r['batch_size']} | {r['precision']} | "
+                         f"{r['tokens_per_s']:,.0f} | {r['limit_tokens_per_s']:,.0f} | "
+                         f"{r['fraction_of_limit']:.3f} | {r['softmax']} | "
+                         f"{r['peak_memory_mb'] or 0:,.0f} |")
+        lines.append("")
+    if data.get("memory"):
+        lines += ["## Memory", "", "```", json.dumps(data["memory"], indent=1), "```", ""]
+    lines += ["Seconds each: " + ", ".join(f"{k} {v}" for k, v in
+                                         (data.get("seconds_each") or {}).items()), ""]
+    if data.get("errors") or data.get("skipped_for_time"):
+        lines += ["## Errors and skipped", "", "```",
+                  json.dumps({"errors": data.get("errors"),
+                              "skipped": data.get("skipped_for_time")}, indent=1), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--out", type=Path, required=True, help="writes gpu.json and gpu.md")
+    parser.add_argument("--minutes", type=float, default=3.0,
+                        help="time budget; what is measured by then is written (default 3)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    parser.add_argument("--data", type=Path, help="folder with the texts (see above)")
+    parser.add_argument("--fixtures", type=Path, default=SHARED / "fixtures" / "bilm-tf")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["correctness", "embedding", "memory", "training"])
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("CUDA is not available: run with --device cpu (and --quick)")
+    folders = [args.data] if args.data else [SHARED / "data/wikitext-2", SHARED / "bench"]
+    candidates = [folder / name for folder in folders
+                  for name in ("test.txt", "wikitext2_test_1000.txt")]
+    embed_text = next((path for path in candidates if path.exists()), None)
+    train_text = next((folder / "train.txt.gz" for folder in folders
+                       if (folder / "train.txt.gz").exists()), None)
+    if embed_text is None:
+        sys.exit(f"no embedding text (test.txt or wikitext2_test_1000.txt) in {folders}")
+    report = Report(args.out, time.monotonic() + 60 * args.minutes)
+    report.data["card"] = card(device, args.quick)
+    report.data["command"] = " ".join(sys.argv)
+    report.write()
+    texts = sentences_of(embed_text, 800 if args.quick else 200_000)
+    if "correctness" not in args.skip:
+        correctness(report, device, args.fixtures, texts, args.quick)
+    presets = ["tiny"] if args.quick else ["original", "small"]
+    budgets = [256, 1024] if args.quick else [4096, 16384, 65536]
+    if "embedding" not in args.skip:
+        embedding(report, device, texts, presets, budgets)
+    if "memory" not in args.skip:
+        memory(report, device, texts, args.quick)
+    runs = [("tiny", 16, "fp32"), ("tiny", 16, "bf16")] if args.quick else [
+        ("original", 128, "bf16"), ("original", 512, "bf16"), ("small", 128, "bf16"),
+        ("small", 512, "bf16"), ("compact", 128, "bf16"), ("original", 128, "tf32")]
+    if "training" not in args.skip and train_text is not None:
+        training(report, device, train_text, args.quick, runs)
+    report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)
+    report.write()
+    print((args.out / "gpu.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
