@@ -23,8 +23,8 @@ class CountingEmbeds:
         self.count, self.fail_after = 0, fail_after
         original = Embedder.iter_embeddings
 
-        def counting(embedder, sentences):
-            for item in original(embedder, sentences):
+        def counting(embedder, sentences, start=0):
+            for item in original(embedder, sentences, start):
                 if self.fail_after is not None and self.count == self.fail_after:
                     raise KeyboardInterrupt  # a killed run
                 self.count += 1

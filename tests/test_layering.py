@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "elmo"
 FLOORS = [
     {"errors"},
     {"extras", "device", "config"},
-    {"chars", "tokenize", "io"},
+    {"chars", "tokenize", "io", "memory"},
     {"vocab", "modules", "runs"},
     {"loading", "embed_file"},
     {"embed", "data", "optim"},

@@ -19,6 +19,7 @@ import torch
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.loading.load import load_model
+from elmo.memory import AUTO
 from elmo.modules.bilm import BiLM
 
 
@@ -29,7 +30,9 @@ class SeqVecEmbedder:
     bio_embeddings, `options_file` and `weights_file`, or `model_directory` (a directory
     holding one options/weights pair). `device`: as `Embedder` (default: cuda if available);
     `quantize="int8"` for int8 on the CPU. `max_tokens`: the most padded residues a batch
-    holds (a longer protein runs alone).
+    holds (a longer protein runs alone; "auto": 4,096 on the CPU, from the free memory on a
+    GPU). A batch that runs out of GPU memory is halved and computed again; a protein that
+    does not fit alone raises `elmo.memory.DeviceMemoryError` naming its number and length.
     """
 
     name = "seqvec"
@@ -43,7 +46,7 @@ class SeqVecEmbedder:
         model_directory: str | Path | None = None,
         device: str | torch.device | None = None,
         quantize: str | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int | str = AUTO,
     ) -> None:
         if options_file is not None or weights_file is not None:
             model = None

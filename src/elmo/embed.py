@@ -27,6 +27,7 @@ from elmo.embed_file import (
 )
 from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles
+from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer
@@ -79,8 +80,13 @@ class Embedder:
     Stateless by default: a sentence's vectors do not depend on the other sentences embedded
     with it, so sentences are regrouped by length into batches of at most `batch_size`
     sentences and `max_tokens` padded positions (results still come in input order).
+    `max_tokens="auto"`: 4,096 on the CPU, on CUDA what half of the free memory holds
+    (`elmo.memory.token_budget`); a number is used as given. A batch that runs out of device
+    memory is halved and computed again, down to one sentence, which raises
+    `elmo.memory.DeviceMemoryError` naming it if it does not fit alone.
     `stateful=True` reproduces the original implementation's protocol instead: input order,
-    batches of exactly `batch_size` sentences, LSTM state carried per batch row.
+    batches of exactly `batch_size` sentences, LSTM state carried per batch row (a batch
+    that does not fit raises DeviceMemoryError: it cannot be split).
     Token vectors come from a cache of `token_cache_size` words (0 turns it off).
     `quantize="int8"` quantizes the model in place for int8 inference on the CPU
     (docs/speed.md).
@@ -94,7 +100,7 @@ class Embedder:
         *,
         device: str | torch.device | None = None,
         batch_size: int = 64,
-        max_tokens: int = 4096,
+        max_tokens: int | str = AUTO,
         stateful: bool = False,
         token_cache_size: int = 20000,
         tokenizer: Tokenizer | str = "whitespace",
@@ -103,8 +109,8 @@ class Embedder:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
                             "use Embedder.from_pretrained(name_or_directory)")
-        if batch_size < 1 or max_tokens < 1:
-            raise ValueError(f"batch_size and max_tokens must be >= 1: {batch_size}, {max_tokens}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.tokenizer = tokenizer
         # None: cuda if available, else cpu; int8 runs on the cpu.
         quantization = quantize or model.quantization
@@ -113,7 +119,9 @@ class Embedder:
         self.model = model.to(self.device).eval().quantize_(quantize)
         self.model.stateful = stateful
         self.model.reset_states()
-        self.batch_size, self.max_tokens = batch_size, max_tokens
+        self.batch_size = batch_size
+        self.max_tokens = resolve_max_tokens(max_tokens, self.model.config, self.device,
+                                             next(self.model.parameters()).dtype)
         self.token_cache = TokenVectorCache(self.model, token_cache_size) \
             if token_cache_size > 0 else None
 
@@ -176,8 +184,20 @@ class Embedder:
     # ---- sentences -------------------------------------------------------------------
 
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """The layers of each sentence, computed in one call: a list of (L+1, n_i, 2P)."""
+        """The layers of each sentence, computed in one call (in halves where that runs out
+        of device memory): a list of (L+1, n_i, 2P)."""
         check_sentences(sentences)
+        return compute_halving(self._compute, sentences, self.device, self._too_large,
+                               split=not self.stateful)
+
+    def _too_large(self, sentences: Sequence[Sequence[str]], index: int) -> DeviceMemoryError:
+        """The error for sentences (from number `index` on) that do not fit and cannot be
+        split (one, or a stateful batch)."""
+        return DeviceMemoryError(self.device, max(map(len, sentences)), index,
+                                 rows=len(sentences))
+
+    def _compute(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """The layers of each sentence, computed in one call."""
         if not sentences:
             return []
         with torch.inference_mode():
@@ -214,29 +234,35 @@ class Embedder:
         return [layers for _, layers in self.iter_embeddings(sentences)]
 
     def iter_embeddings(
-        self, sentences: Iterable[Sequence[str]]
+        self, sentences: Iterable[Sequence[str]], start: int = 0
     ) -> Iterator[tuple[int, np.ndarray]]:
-        """(index, layers) for each sentence, in input order, computed in batches."""
+        """(index, layers) for each sentence, in input order, computed in batches; indices
+        count from `start`, the number of the first sentence (where chunks end, see `chunks`,
+        and what a DeviceMemoryError names)."""
         if isinstance(sentences, str):
             check_sentences(sentences)
-        start = 0
-        for part in self.chunks(sentences):
+        for part in self.chunks(sentences, start=start):
             check_sentences(part, start)
-            yield from enumerate(self._embed_chunk(part), start)
+            yield from enumerate(self._embed_chunk(part, start), start)
             start += len(part)
 
-    def _embed_chunk(self, sentences: list[Sequence[str]]) -> list[np.ndarray]:
-        """The layers of a chunk of sentences, in input order."""
-        results = dict(self._iter_chunk(sentences))
+    def _embed_chunk(self, sentences: list[Sequence[str]], start: int) -> list[np.ndarray]:
+        """The layers of a chunk of sentences (numbered from `start`), in input order."""
+        results = dict(self._iter_chunk(sentences, start))
         return [results[i] for i in range(len(sentences))]
 
-    def _iter_chunk(self, sentences: list[Sequence[str]]) -> Iterator[tuple[int, np.ndarray]]:
+    def _iter_chunk(self, sentences: list[Sequence[str]], start: int
+                    ) -> Iterator[tuple[int, np.ndarray]]:
         """(index, layers) in computation order. Stateless: length-sorted batches under the
         token budget; stateful: the chunk is one batch, in input order."""
         batches = [list(range(len(sentences)))] if self.stateful else \
             self._plan_batches([len(s) for s in sentences])
         for batch in batches:
-            yield from zip(batch, self.embed_batch([sentences[i] for i in batch]), strict=True)
+            try:
+                layers = self.embed_batch([sentences[i] for i in batch])
+            except DeviceMemoryError as err:  # numbered in the batch: number it in the input
+                raise err.changed(index=start + batch[err.index]) from None
+            yield from zip(batch, layers, strict=True)
 
     def _plan_batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices grouped longest first into batches of <= batch_size sentences and

@@ -31,6 +31,7 @@ from elmo.io.fasta import dataset_name, is_fasta_path, read_fasta, scan_fasta
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin, scan_input
 from elmo.io.textfile import read_lines as read_text_lines
+from elmo.memory import DeviceMemoryError
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 LAYER_MODES = ("all", "top", "average", "sum")
@@ -94,7 +95,7 @@ class SentenceEmbedder(Protocol):
     def chunks(self, items: Iterable[T], tokens: Callable[[T], Sequence[str]] = ...,
                start: int = 0) -> Iterator[list[T]]: ...
 
-    def iter_embeddings(self, sentences: Iterable[Sequence[str]]
+    def iter_embeddings(self, sentences: Iterable[Sequence[str]], start: int = 0
                         ) -> Iterator[tuple[int, np.ndarray]]: ...
 
     def settings(self) -> dict[str, str]: ...
@@ -174,11 +175,13 @@ def save_embeddings(
 ) -> None:
     """Embed `items` (numbered on from `partial.done`) into `partial`, a segment per chunk of
     the embedder, each item's layers reduced as `options` says; a progress bar of `total`
-    units (`initial` of them done before)."""
+    units (`initial` of them done before). Items are numbered for the embedder by their
+    `number` (what a DeviceMemoryError names)."""
     with tqdm(total=total, initial=initial, unit=unit, unit_scale=unit == "residue",
               disable=not options.progress, desc=desc) as bar:
         for part in embedder.chunks(items, lambda item: item.tokens, start=partial.done):
-            layers = [a for _, a in embedder.iter_embeddings([item.tokens for item in part])]
+            layers = [a for _, a in embedder.iter_embeddings([item.tokens for item in part],
+                                                             start=part[0].number)]
             partial.save(part[-1].number + 1,
                          [(item.name, options.reduce(a)) for item, a in zip(part, layers,
                                                                             strict=True)],
@@ -244,8 +247,8 @@ def _embed_text(embedder: SentenceEmbedder, tokenize: Tokenizer, input_path: Pat
                        range(partial.done, own.stop))
     items = (Item(ln.number, ln.text if options.use_sentence_keys else str(ln.number),
                   ln.tokens) for ln in lines)
-    _save(embedder, partial, items, options, total=len(own), initial=partial.done - own.start,
-          unit="line", desc=f"embedding {input_path.name}")
+    _save(embedder, partial, items, options, f"{input_path}, line", total=len(own),
+          initial=partial.done - own.start, unit="line", desc=f"embedding {input_path.name}")
     with partial.final(output_path) as out:
         empty = partial.assemble(out)
         if index:  # built from a second pass so that memory stays flat while embedding
@@ -270,8 +273,9 @@ def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path
         "input_sha256": input_digest, "total_records": str(len(summary)), "format": "fasta"})
     _save(embedder, partial, _records(input_path, options.encoding_errors,
                                       range(partial.done, own.stop)), options,
-          total=summary.residues(own), initial=summary.residues(range(own.start, partial.done)),
-          unit="residue", desc=f"embedding {input_path.name}")
+          f"{input_path}, record", total=summary.residues(own),
+          initial=summary.residues(range(own.start, partial.done)), unit="residue",
+          desc=f"embedding {input_path.name}")
     with partial.final(output_path) as out:
         partial.assemble(out)
         if options.num_shards > 1:
@@ -309,14 +313,18 @@ def _start(embedder: SentenceEmbedder, output_path: Path, options: EmbedFileOpti
 
 
 def _save(embedder: SentenceEmbedder, partial: PartialOutput, items: Iterable[Item],
-          options: EmbedFileOptions, **bar: int | str) -> None:
+          options: EmbedFileOptions, noun: str, **bar: int | str) -> None:
     """`save_embeddings`; a problem found in the input on the way removes the partial work
-    (nothing worth resuming)."""
+    (nothing worth resuming). A sentence that does not fit in the device's memory is named
+    `noun` and its 1-based number ("FILE, line 12"); the work before it is kept, to resume
+    once memory is free."""
     try:
         save_embeddings(embedder, partial, items, options, **bar)
     except InputFileError:
         shutil.rmtree(partial.path)
         raise
+    except DeviceMemoryError as err:
+        raise err.changed(subject=f"{noun} {err.index + 1:,}") from None
 
 
 def _sentence_to_index(path: Path, encoding_errors: str, numbers: range) -> dict[str, str]:

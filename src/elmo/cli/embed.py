@@ -17,6 +17,7 @@ from elmo.cli.common import (
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.embed_file import INPUT_FORMATS, POOL_MODES
 from elmo.io.textfile import ENCODING_ERRORS
+from elmo.memory import AUTO
 
 USAGE = """elmo embed [options] MODEL INPUT OUTPUT
        elmo embed [options] --options FILE --weights FILE INPUT OUTPUT
@@ -62,9 +63,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    "(plain or .gz), else text")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--max-tokens", type=int, default=4096,
-                   help="padded tokens per batch; a longer sentence or protein runs alone "
-                   "(default 4096)")
+    p.add_argument("--max-tokens", type=_max_tokens, default=AUTO,
+                   help="padded tokens per batch; a longer sentence or protein runs alone. "
+                   "auto: 4096 on the CPU, on a GPU what half of its free memory holds "
+                   "(default auto)")
     device = p.add_mutually_exclusive_group()
     device.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
                         "available, else cpu)")
@@ -102,8 +104,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         form = "--options-file F --weight-file F INPUT OUTPUT" if official else \
             "MODEL INPUT OUTPUT (or --options-file F --weight-file F INPUT OUTPUT)"
         parser.error(f"embed takes {form}; got {len(args.paths)} paths: {args.paths}")
-    if args.batch_size < 1 or args.max_tokens < 1:
-        parser.error("--batch-size and --max-tokens must be at least 1")
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
     if args.num_shards < 1:
         parser.error("--num-shards must be at least 1")
     model = None if official else args.paths[0]
@@ -125,6 +127,15 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         overwrite=args.overwrite, forget_sentences=args.forget_sentences,
                         use_sentence_keys=args.use_sentence_keys)
     return 0
+
+
+def _max_tokens(text: str) -> int | str:
+    """--max-tokens: auto, or a whole number >= 1."""
+    if text == AUTO:
+        return AUTO
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number >= 1")
+    return int(text)
 
 
 def _shard_index(args: argparse.Namespace, output: str, parser: argparse.ArgumentParser) -> int:

@@ -11,6 +11,7 @@ import torch
 
 from elmo.embed import LAYER_MODES, Embedder, select_layers
 from elmo.errors import ElmoError
+from elmo.memory import AUTO
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 
@@ -32,10 +33,11 @@ class Embed:
 
     `threads`: torch CPU threads of this actor (Ray gives an actor OMP_NUM_THREADS=1).
     `model`, `tokenizer`, `quantize` ("int8"), `device`, `batch_size` (sentences per
-    forward pass) and `max_tokens` (padded tokens per forward pass) are those of
-    `Embedder.from_pretrained`; a model that cannot be loaded fails the actor with the
-    loader's message, which names it. Proteins: `tokenizer="chars"` makes each residue of a
-    sequence (no white space) one token, as `elmo embed` does for FASTA.
+    forward pass) and `max_tokens` (padded tokens per forward pass; "auto": 4,096 on the CPU,
+    from the free memory on a GPU) are those of `Embedder.from_pretrained`; a model that
+    cannot be loaded fails the actor with the loader's message, which names it.
+    Proteins: `tokenizer="chars"` makes each residue of a sequence (no white space) one
+    token, as `elmo embed` does for FASTA.
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class Embed:
         column: str = "text",
         device: str | None = None,
         batch_size: int = 64,
-        max_tokens: int = 4096,
+        max_tokens: int | str = AUTO,
     ) -> None:
         if layers not in LAYER_MODES:
             raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")

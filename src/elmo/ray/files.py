@@ -42,6 +42,7 @@ from elmo.io.parquet_output import (
     write_block,
 )
 from elmo.io.textfile import read_lines, scan_input
+from elmo.memory import AUTO, DeviceMemoryError
 from elmo.modules.bilm import model_identity
 from elmo.ray.embed import Embed
 
@@ -169,7 +170,12 @@ class BlockWriter:
 
     def _write(self, name: str, source: str, lines: range) -> tuple[int, int]:
         block = read_block(source, lines, self.format, self.encoding_errors)
-        rows = self.embed({"text": block["text"]})
+        try:
+            rows = self.embed({"text": block["text"]})
+        except DeviceMemoryError as err:
+            noun = "record" if self.format == "fasta" else "line"
+            number = block["line"][err.index] + 1
+            raise err.changed(subject=f"{source}, {noun} {number:,}") from None
         embeddings = [a.astype(self.dtype, copy=False) for a in rows["embedding"]]
         write_block(self.directory / name, source, block["line"], block["text"],
                     list(rows["tokens"]), embeddings, ids=block.get("id"),
@@ -190,7 +196,7 @@ def embed_files(
     batch_size: int = 64,
     encoding_errors: str = "strict",
     format: str | None = None,
-    max_tokens: int = 4096,
+    max_tokens: int | str = AUTO,
     workers: int | None = None,
     threads: int = 1,
     block_lines: int | None = None,

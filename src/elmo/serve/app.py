@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException
 
 from elmo import __version__
 from elmo.embed import LAYER_MODES, Embedder, select_layers
+from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
 from elmo.serve.limits import ServeLimits
 from elmo.serve.metrics import Metrics, MetricsMiddleware
@@ -188,6 +189,8 @@ class Service:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():
                 raise ClientGone
+            if isinstance(work.exception(), DeviceMemoryError):  # one input too long for it
+                raise ApiError(413, str(work.exception()))
             if work.exception() is not None:  # the model failed: the log has the traceback
                 logger.error("embedding failed", exc_info=work.exception())
                 raise ApiError(500, f"embedding failed ({type(work.exception()).__name__}); "

@@ -5,12 +5,15 @@ takes the waiting requests, oldest first, up to a budget of tokens, and hands al
 sentences to `Embedder.embed_sentences`, which regroups them by length into batches (as
 `elmo embed` does). The Embedder is stateless, so a sentence's vectors do not depend on what
 it was batched with (beyond float rounding). A request whose client went away leaves the
-queue before it is computed.
+queue before it is computed. An input that does not fit in the device's memory even alone
+fails its own request (DeviceMemoryError); the others taken with it are computed again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elmo.embed import Embedder
+from elmo.memory import DeviceMemoryError
 
 
 def sentence_tokens(sentences: Sequence[Sequence[str]]) -> int:
@@ -109,6 +113,20 @@ class BatchQueue:
             self._waiting.clear()
         return jobs
 
+    def _fail_the_request_of(self, err: DeviceMemoryError, jobs: list[_Job]) -> None:
+        """The request holding the input that does not fit fails with `err`, naming the
+        input; the other requests wait again at the head of the queue."""
+        starts = list(itertools.accumulate((len(job.sentences) for job in jobs), initial=0))
+        culprit = bisect.bisect_right(starts, err.index) - 1
+        if not jobs[culprit].future.done():
+            jobs[culprit].future.set_exception(err.changed(
+                subject=f"input {err.index - starts[culprit]} of the request",
+                advice="send it in shorter pieces"))
+        self._jobs.extendleft(reversed([job for job in jobs[:culprit] + jobs[culprit + 1:]
+                                        if not job.future.done()]))
+        if self._jobs:
+            self._waiting.set()
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -121,6 +139,9 @@ class BatchQueue:
             try:
                 layers = await loop.run_in_executor(
                     self._executor, self.embedder.embed_sentences, sentences)
+            except DeviceMemoryError as err:
+                self._fail_the_request_of(err, jobs)
+                continue
             except Exception as err:  # each waiting request answers with it
                 for job in jobs:
                     if not job.future.done():
