@@ -39,6 +39,24 @@ T = TypeVar("T")
 CHUNK_BATCHES = 16  # a chunk (regrouped by length together) holds this many batches' worth
 
 
+def unpad(layers: torch.Tensor, lengths: Sequence[int]) -> list[np.ndarray]:
+    """layers (L+1, B, T, D) on any device -> per sentence a contiguous float32 array
+    (L+1, lengths[b], D). One gather on the device lays the sentences' blocks end to end and
+    one copy brings exactly them to the host: no padding is copied, nothing copied twice."""
+    n_layers, b, t, d = layers.shape
+    lengths_t = torch.tensor(lengths, dtype=torch.long)
+    # Row (l * B + b) * T + i of layers.view(-1, D) is layer l, sentence b, token i: the
+    # output holds, per sentence, its L+1 segments of lengths[b] rows each.
+    starts = (torch.arange(n_layers) * b + torch.arange(b)[:, None]) * t  # (B, L+1)
+    counts = lengths_t[:, None].expand(b, n_layers).reshape(-1)
+    ends = counts.cumsum(0)
+    offsets = torch.arange(int(ends[-1])) - torch.repeat_interleave(ends - counts, counts)
+    rows = torch.repeat_interleave(starts.reshape(-1), counts) + offsets
+    flat = layers.reshape(-1, d).index_select(0, rows.to(layers.device)).float().cpu().numpy()
+    blocks = np.split(flat, np.cumsum(n_layers * lengths_t.numpy())[:-1])
+    return [block.reshape(n_layers, n, d) for block, n in zip(blocks, lengths, strict=True)]
+
+
 class TokenVectorCache:
     """Bounded least-recently-used map from a word to its char-CNN vector (P,).
 
@@ -206,8 +224,7 @@ class Embedder:
                 layers = self.model(ids.to(self.device)).layers
             else:
                 layers = self._contextualize_cached(sentences)
-            layers = layers.float().cpu().numpy()
-        return [np.ascontiguousarray(layers[:, b, : len(s)]) for b, s in enumerate(sentences)]
+            return unpad(layers, [len(s) for s in sentences])
 
     def _contextualize_cached(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Layers (L+1, B, T, 2P) with token vectors from the cache."""
