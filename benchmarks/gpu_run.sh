@@ -26,6 +26,10 @@ echo "== the machine"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv 2>/dev/null || true
 python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 
+echo "== the tests of the device paths (CUDA ones run here only)"
+(cd "$here" && timeout 120 python3 -m pytest -q -x -p no:cacheprovider \
+    tests/test_step_loops.py tests/test_device_memory.py 2>&1 | tail -5)
+
 echo "== benchmarks/gpu.py (${bench_minutes} min)"
 python3 "$here/benchmarks/gpu.py" --device "$device" --out "$out" --minutes "$bench_minutes" \
     --data "$data" --fixtures "$data/fixtures" $quick

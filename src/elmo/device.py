@@ -24,3 +24,13 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> to
     if resolved.type == "cuda" and resolved.index is None:
         resolved = torch.device("cuda", local_rank)
     return resolved
+
+
+def tf32_matmuls() -> bool:
+    """Whether CUDA float32 matmuls may round to TF32 now, however it was set (torch >= 2.9's
+    `fp32_precision`, which also reflects the older `allow_tf32`; reading `allow_tf32` after
+    the newer setting was used is an error there)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        return matmul.fp32_precision == "tf32"
+    return bool(matmul.allow_tf32)

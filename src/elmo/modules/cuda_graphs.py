@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from elmo.device import tf32_matmuls
 from elmo.modules.lstm import StackedLSTM
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class LSTMGraphs:
             return None
         # What decides the kernels captured: shapes, dtypes, autocast, TF32.
         autocast = torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda")
-        key = (bucket(b), bucket(t), x.dtype, autocast, torch.backends.cuda.matmul.allow_tf32)
+        key = (bucket(b), bucket(t), x.dtype, autocast, tf32_matmuls())
         graph = self.graphs.get(key)
         if graph is None:
             graph = self._capture(key, x)
