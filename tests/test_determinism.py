@@ -26,7 +26,7 @@ from elmo.data.batching import BPTTConfig
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
-from elmo.training.stream import TrainStream, batch_tensors
+from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.conftest import REPO
@@ -57,7 +57,7 @@ def test_a_training_backward_pass_is_bitwise_repeatable_with_2_threads(tmp_path,
     lm = BiLanguageModel(BiLM(BiLMConfig.preset("tiny", vocab_size=len(vocab))), len(vocab),
                          softmax, num_samples=12).train()
     batch = next(TrainStream([train], "whitespace", vocab, BPTTConfig(64, 20)))
-    char_ids, targets, mask = batch_tensors(batch, ByteIndexer(50), torch.device("cpu"))
+    char_ids, targets, mask = BatchEncoder(vocab, ByteIndexer(50))(batch).to(torch.device("cpu"))
 
     def gradients() -> dict[str, torch.Tensor]:
         torch.manual_seed(1)  # the same dropout masks and sampled candidates
@@ -102,17 +102,20 @@ def elmo_train(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("n_threads", [1, 2])
-def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads):
+@pytest.mark.parametrize("n_threads, prefetch", [(1, 0), (2, 3)],
+                         ids=["1-thread", "2-threads-prefetch-3"])
+def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads,
+                                                                           prefetch):
     """A run killed with SIGKILL (1) as soon as it has started, before any checkpoint, and
     (2) after a later checkpoint, re-run each time, ends with exactly the weights, optimizer
     state, RNG states and metrics of a run never interrupted (sampled softmax and dropout on,
-    so the RNG states matter; checkpoints between two metrics lines)."""
+    so the RNG states matter; checkpoints between two metrics lines). With `--prefetch`,
+    batches read ahead when the run was killed are read again."""
     train, valid = write_corpus(tmp_path)
     extra = [*BATCH, "--max-steps", "24", "--checkpoint-every", "6", "--eval-every", "10",
              "--log-every", "5", "--softmax", "sampled", "--num-samples", "12"]
     killed, reference = tmp_path / "killed", tmp_path / "reference"
-    args = train_args(train, valid, killed, *extra)
+    args = train_args(train, valid, killed, *extra, "--prefetch", prefetch)
 
     def checkpoint_step() -> int:
         path = killed / CHECKPOINT_NAME

@@ -171,3 +171,48 @@ def test_native_files_get_ordinary_permissions(tmp_path):
         os.umask(mask)
     for name in ("config.json", "model.safetensors"):
         assert stat.S_IMODE((tmp_path / "m" / name).stat().st_mode) == 0o644, name
+
+
+def test_native_shards_round_trip_within_their_size_and_replace_the_other_layout(tmp_path):
+    """Shards of at most `max_shard_bytes` (headers counted) with Hugging Face's index load as
+    the single file does; saving either layout deletes the other's weight files."""
+    model, directory = random_bilm(seed=4), tmp_path / "m"
+    softmax = {"softmax.weight": torch.randn(30, 16), "softmax.bias": torch.randn(30)}
+    save_pretrained(model, directory, extra_tensors=softmax)
+    limit = 40_000  # the largest tensor is 32 KiB
+    save_pretrained(model, directory, extra_tensors=softmax, max_shard_bytes=limit)
+    shards = sorted(directory.glob("model-*.safetensors"))
+    assert len(shards) >= 3 and not (directory / "model.safetensors").exists()
+    assert [p.name for p in shards][-1] == f"model-{len(shards):05d}-of-{len(shards):05d}" \
+        ".safetensors"
+    assert all(p.stat().st_size <= limit for p in shards)
+    index = json.loads((directory / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == {p.name for p in shards}
+    assert index["metadata"]["total_size"] == sum(
+        t.nbytes for t in (*model.state_dict().values(), *softmax.values()))
+    loaded, extra = load_pretrained(directory)
+    _assert_identical(loaded, model)
+    assert all(torch.equal(extra[k], v) for k, v in softmax.items())
+
+    save_pretrained(model, directory, max_shard_bytes=10**9)  # fewer shards: one
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "config.json", "model-00001-of-00001.safetensors", "model.safetensors.index.json"]
+    save_pretrained(model, directory)
+    assert sorted(p.name for p in directory.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_native_shards_that_are_missing_or_misnamed_get_clear_errors(tmp_path):
+    directory = save_pretrained(random_bilm(), tmp_path / "m", max_shard_bytes=40_000)
+    index_path = directory / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = sorted(directory.glob("model-*.safetensors"))[1]
+    shard.unlink()
+    with pytest.raises(ModelFileError, match=f"{shard.name}, which is missing"):
+        load_native(directory)
+    index["weight_map"] = {k: "../elsewhere.safetensors" for k in index["weight_map"]}
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(ModelFileError, match="shards must be files beside it"):
+        load_native(directory)
+    index_path.write_text("[]")
+    with pytest.raises(ModelFileError, match="not a valid shard index"):
+        load_native(directory)

@@ -144,6 +144,14 @@ def test_native_directory_with_its_tokenizer_and_other_options(hub, tmp_path):
     assert load_model("hf:me/native").tokenizer == "chars"
 
 
+def test_native_directory_in_shards(hub, tmp_path):
+    model = save_pretrained(random_bilm(seed=2), tmp_path / "shards", max_shard_bytes=40_000)
+    hub.commit_folder("me/shards", model)
+    hub.commit("me/shards", EXTRA_FILES)
+    assert_same_vectors(embed(tmp_path, "hf:me/shards"), embed(tmp_path, model))
+    assert fetched(hub) == {p.name for p in model.iterdir()}  # config, index, every shard
+
+
 def test_allennlp_archive(hub, tmp_path):
     bilm = random_bilm(seed=6)
     hub.commit_folder("lab/tagger", write_allennlp_archive(tmp_path / "archive", bilm))

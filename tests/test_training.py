@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elmo.chars import ByteIndexer, word_to_char_ids
+from elmo.chars import ByteIndexer, VocabIndexer, word_to_char_ids
 from elmo.data.batching import BPTTConfig
 from elmo.errors import ElmoError
 from elmo.loading.formats.bilm_tf import save_bilm_tf
@@ -33,7 +33,7 @@ from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import TrainConfig
 from elmo.training.evaluate import PerplexityTotals
 from elmo.training.model_init import build_language_model
-from elmo.training.stream import TrainStream, batch_tensors
+from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer, TrainingDiverged
 from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
@@ -205,16 +205,27 @@ def test_train_stream_resumes_exactly_across_epochs(tmp_path):
             assert (got.next_ids == want.next_ids).all() and (got.prev_ids == want.prev_ids).all()
 
 
-def test_batch_tensors_zero_the_padding(tmp_path):
-    train, _ = write_corpus(tmp_path, n_train=2, n_valid=1)
-    vocab = Vocabulary.build(line.split() for line in train.read_text().splitlines())
+@pytest.mark.parametrize("indexer", [ByteIndexer(50), VocabIndexer(
+    ["<oov>", "<bow>", "<eow>", "<pad>", "<bos>", "<eos>", *"abcdefghijklmnopqrstuvwxyz."],
+    [], 12)], ids=["bytes", "char-vocabulary"])
+def test_batch_encoder_gives_each_word_its_char_ids_and_zeroes_the_padding(tmp_path, indexer):
+    """The same ids as the indexer gives each word, in-vocabulary (from the encoder's table) or
+    not (half the words here), the boundaries the indexer's own; padding all zero."""
+    train, _ = write_corpus(tmp_path, n_train=3, n_valid=1)
+    words = sorted({w for line in train.read_text().splitlines() for w in line.split()})
+    vocab = Vocabulary(["<S>", "</S>", "<UNK>", *words[::2]])
     batch = next(iter(TrainStream([train], "whitespace", vocab, BPTTConfig(4, 30))))
-    char_ids, targets, mask = batch_tensors(batch, ByteIndexer(50), torch.device("cpu"))
-    assert char_ids.shape == (2, 4, 30, 50) and targets.shape == (2, 4, 30)
-    assert not mask.all() and (char_ids[:, ~mask] == 0).all()
+    boundary = {"<S>": indexer.bos_token, "</S>": indexer.eos_token}
+    want = torch.stack([indexer.batch_to_ids([[boundary.get(w, w) for w in row] for row in rows])
+                        for rows in (batch.words_fwd, batch.words_bwd)])
+    encoder = BatchEncoder(vocab, indexer)
+    for _ in range(2):  # filling the table, then from it
+        char_ids, targets, mask = encoder(batch).to(torch.device("cpu"))
+        assert char_ids.shape == (2, 4, 30, indexer.width) and targets.shape == (2, 4, 30)
+        assert not mask.all() and (char_ids[:, ~mask] == 0).all()
+        assert torch.equal(char_ids[:, mask], want[:, mask])
     assert (char_ids[:, mask] > 0).any(dim=-1).all()
-    assert char_ids[0, 0, 0].tolist() == list(word_to_char_ids("<S>"))
-    assert char_ids[1, 0, 0].tolist() == list(word_to_char_ids("</S>"))
+    assert char_ids[1, 0, 0].tolist() == list(indexer.token_ids(indexer.eos_token))
 
 
 def test_checkpoint_round_trip(tmp_path):

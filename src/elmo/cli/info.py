@@ -12,7 +12,7 @@ from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.bilm import BiLM
 
-FORMAT_NAMES = {"native": "ours (config.json + model.safetensors)",
+FORMAT_NAMES = {"native": "ours (config.json + model.safetensors, or its shards)",
                 "bilm-tf": "bilm-tf / AllenNLP (options.json + weights.hdf5)",
                 "efml": "ELMoForManyLangs (config.json, char.dic, word.dic, *.pkl)",
                 "allennlp": "AllenNLP archive or Elmo weights (weights.th)"}

@@ -8,7 +8,15 @@ import dataclasses
 from elmo.config import PRESETS
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
-from elmo.training.config import DEFAULT_LR, DEFAULT_PRESET, OPTIMIZERS, SCHEDULES, TrainConfig
+from elmo.training.config import (
+    DEFAULT_LR,
+    DEFAULT_PREFETCH,
+    DEFAULT_PRESET,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCHEDULES,
+    TrainConfig,
+)
 from elmo.training.trainer import train
 
 
@@ -87,6 +95,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     opt.add_argument("--seed", type=int, default=0,
                      help="initial weights, dropout, sampled softmax, shuffle (default 0)")
     opt.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    opt.add_argument("--precision", choices=PRECISIONS,
+                     help="fp32; tf32 (CUDA matmuls and convolutions in TF32, fp32 elsewhere); "
+                     "bf16 (the biLM under bfloat16 autocast; softmax, loss, weights and "
+                     "optimizer in fp32). May change on resume (default: bf16 on CUDA, fp32 "
+                     "elsewhere)")
+    opt.add_argument("--prefetch", type=int, metavar="N",
+                     help="batches prepared ahead by a background thread (pinned memory on "
+                     "CUDA); 0: none. Results do not depend on it "
+                     f"(default: {DEFAULT_PREFETCH} on CUDA, 0 elsewhere)")
     opt.add_argument("--deterministic", action="store_true",
                      help="use only deterministic torch kernels "
                      "(torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8), "
@@ -121,6 +138,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     book.add_argument("--early-stopping-patience", type=int, metavar="N",
                       help="stop after N evaluations without a better validation perplexity "
                       "(default: never)")
+    book.add_argument("--weights-copy", metavar="DIR",
+                      help="whenever the model is saved, also write it into DIR in fp16: "
+                      "safetensors shards (model-00001-of-0000N.safetensors + "
+                      "model.safetensors.index.json) with config.json, vocab.txt and run.json; "
+                      "DIR is replaced whole each time, and loads as a MODEL "
+                      "(default: none)")
+    book.add_argument("--weights-copy-shard-mib", type=float, default=15.0, metavar="MIB",
+                      help="the largest shard of --weights-copy, in MiB (a tensor larger than "
+                      "that gets a shard of its own) (default 15)")
     book.add_argument("--quiet", action="store_true",
                       help="no progress bar or messages (default: shown)")
     p.set_defaults(run=run)

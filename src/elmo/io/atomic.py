@@ -1,10 +1,11 @@
-"""Safe file output: claim an output (checks and a lock), write it under a temporary name
-beside the target, rename it when complete."""
+"""Safe file output: claim an output (checks and a lock), write it (a file, or a directory
+whole) under a temporary name beside the target, rename it when complete."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -134,3 +135,27 @@ def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
     finally:
         lock_path.unlink(missing_ok=True)
         os.close(fd)
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a new empty directory beside `path`; on success it replaces `path` (a directory,
+    or nothing) whole, on error it is deleted.
+
+    A reader sees the old directory or the new one, complete; only between two renames, none.
+    A writer killed there leaves the old and new ones beside `path` (`.NAME.old`, `.NAME.new`);
+    the next call deletes them.
+    """
+    path = Path(path)
+    new, old = (path.with_name(f".{path.name}.{suffix}") for suffix in ("new", "old"))
+    for stale in (new, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    new.mkdir(parents=True)
+    try:
+        yield new
+        if path.exists():
+            os.replace(path, old)
+        os.replace(new, path)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

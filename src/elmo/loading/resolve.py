@@ -4,11 +4,11 @@ A model is named by
 
 - `hf:OWNER/REPO`, `hf:OWNER/REPO/SUB/DIR`, either with `@REVISION` (a branch, tag or commit):
   a model on the Hugging Face Hub (`elmo.loading.hf_hub`), in any layout below;
-- a path that exists: a directory in our format (`config.json` + `model.safetensors`, with
-  `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs model directory
-  (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`), an unpacked
-  AllenNLP archive (`config.json` + `weights.th`; or an `Elmo`'s `weights.th` alone) or a
-  directory holding one official options/weights pair;
+- a path that exists: a directory in our format (`config.json` + `model.safetensors` or its
+  shards, with `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs
+  model directory (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`,
+  `encoder.pkl`), an unpacked AllenNLP archive (`config.json` + `weights.th`; or an `Elmo`'s
+  `weights.th` alone) or a directory holding one official options/weights pair;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
@@ -37,10 +37,12 @@ from elmo.loading.formats.efml import ENCODER, TOKEN_EMBEDDER
 from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
 from elmo.loading.formats.native import (
     CONFIG_NAME,
+    INDEX_NAME,
     RUN_NAME,
     VOCAB_NAME,
     WEIGHTS_NAME,
     is_native_dir,
+    weight_files,
 )
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.runs import MARKER_NAME, TASK, run_kind
@@ -48,7 +50,8 @@ from elmo.runs import MARKER_NAME, TASK, run_kind
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
 FORMATS = ("native", "efml", "allennlp", "bilm-tf")
-FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}), an ELMoForManyLangs model "
+FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}, or + {INDEX_NAME} and its "
+                  "shards), an ELMoForManyLangs model "
                   f"({', '.join(EFML_FILES)}, word.dic), an AllenNLP archive ("
                   f"{archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}, or an Elmo's "
                   f"{archive.WEIGHTS_NAME} alone), or one options .json and one weights .hdf5 "
@@ -231,7 +234,7 @@ def format_of_files(names: Collection[str], where: str) -> str:
     those in sub-directories count for no format). An error lists the files and the formats
     expected when none fits."""
     top = {n for n in names if "/" not in n}
-    if {CONFIG_NAME, WEIGHTS_NAME} <= top:
+    if CONFIG_NAME in top and (WEIGHTS_NAME in top or INDEX_NAME in top):
         return "native"
     if TOKEN_EMBEDDER in top or ENCODER in top:
         return "efml"
@@ -249,7 +252,8 @@ def files_read(fmt: str, names: Collection[str]) -> list[str]:
     top = sorted(n for n in names if "/" not in n)
     records = [n for n in (CARD_NAME, RUN_NAME) if n in top]
     if fmt == "native":
-        return [CONFIG_NAME, WEIGHTS_NAME, *(n for n in (VOCAB_NAME,) if n in top), *records]
+        return [CONFIG_NAME, *weight_files(top), *(n for n in (VOCAB_NAME,) if n in top),
+                *records]
     if fmt == "efml":  # the network config is whichever .json config.json names
         return [n for n in top if n.endswith((".json", ".dic", ".pkl"))]
     if fmt == "allennlp":  # the options file: any .json, or archived under fta/

@@ -70,13 +70,15 @@ class BiLanguageModel(nn.Module):
         char_ids (2, B, T, C): forward inputs [0] and backward inputs [1], each row in its own
         reading order; targets (2, B, T): next (forward) and previous (backward) token ids;
         mask (B, T) bool: real positions, a prefix of every row. Runs the LSTMs with the BiLM's
-        ``stateful`` setting.
+        ``stateful`` setting. Under `torch.autocast` only the biLM runs in the lower
+        precision: the softmax and the loss are computed in the softmax's dtype (float32).
         """
         tokens = self.bilm.encode_tokens(char_ids)  # (2, B, T, P)
         top = self.bilm.run_lstm(tokens, mask.sum(dim=1))[-1]  # (2, B, T, P)
         top = F.dropout(top, self.bilm.config.dropout, self.training)
-        hidden = top[:, mask]  # (2, N, P)
-        nll = self._nll(hidden.reshape(-1, hidden.shape[-1]), targets[:, mask].reshape(-1))
+        hidden = top[:, mask].to(self.softmax.weight.dtype)  # (2, N, P)
+        with torch.autocast(hidden.device.type, enabled=False):
+            nll = self._nll(hidden.reshape(-1, hidden.shape[-1]), targets[:, mask].reshape(-1))
         nll = nll.view(2, -1)  # (2, N)
         return LMLosses(nll[0].mean(), nll[1].mean())
 

@@ -107,10 +107,13 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng`."""
+    """Inverse of :func:`capture_rng`. The CUDA states are restored only where CUDA is
+    available, for as many GPUs as both processes have (a state saved on a GPU resumes on a
+    machine without one, and the reverse)."""
     torch.set_rng_state(state["torch"])
-    if state["cuda"]:
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if torch.cuda.is_available():
+        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)
     name, keys, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
     version, internal, py_gauss = state["python"]

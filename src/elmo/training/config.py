@@ -16,15 +16,17 @@ from elmo.modules.language_model import SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
 
 OPTIMIZERS = ("adagrad", "adam")
+PRECISIONS = ("fp32", "tf32", "bf16")
 SCHEDULES = ("constant", "slanted-triangular")
 DEFAULT_LR = {"adagrad": 0.2, "adam": 1e-3}
 DEFAULT_PRESET = "small"
+DEFAULT_PREFETCH = 4  # batches prepared ahead by a thread on CUDA
 
 # Options that may change when a run is resumed (they do not decide the data or the model).
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
     "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
-    "deterministic",
+    "deterministic", "precision", "prefetch", "weights_copy", "weights_copy_shard_mib",
 })
 
 
@@ -63,6 +65,12 @@ class TrainConfig:
     device: str | None = None  # None: cuda if available, else cpu
     # torch.use_deterministic_algorithms for the run (bitwise reproducible on CUDA too).
     deterministic: bool = False
+    # fp32, tf32 (CUDA matmuls in TF32; fp32 elsewhere) or bf16 (autocast; softmax and loss
+    # in fp32). None: bf16 on CUDA, fp32 elsewhere.
+    precision: str | None = None
+    # Batches prepared ahead by a background thread (None: DEFAULT_PREFETCH on CUDA, 0 (none)
+    # elsewhere).
+    prefetch: int | None = None
     # ULMFiT-style fine-tuning (Howard and Ruder 2018).
     discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
     schedule: str = "constant"
@@ -75,6 +83,10 @@ class TrainConfig:
     eval_every: int = 1000
     log_every: int = 100
     early_stopping_patience: int | None = None  # evaluations without improvement
+    # Whenever the model is saved, also write it in fp16 into this directory, in safetensors
+    # shards of at most this many MiB each (with config.json, vocab.txt and run.json).
+    weights_copy: str | None = None
+    weights_copy_shard_mib: float = 15.0
 
     def __post_init__(self) -> None:
         self.train = [str(p) for p in self.train]
@@ -84,6 +96,10 @@ class TrainConfig:
              "give a preset or a model to continue from (--init-from), not both"),
             (self.tokenizer in TOKENIZER_NAMES, f"tokenizer must be one of {TOKENIZER_NAMES}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
+            (self.precision is None or self.precision in PRECISIONS,
+             f"precision must be one of {PRECISIONS}"),
+            (self.prefetch is None or self.prefetch >= 0, "prefetch must be >= 0"),
+            (self.weights_copy_shard_mib > 0, "weights copy shard MiB must be > 0"),
             (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),
             (self.softmax in SOFTMAX_MODES, f"softmax must be one of {SOFTMAX_MODES}"),
             (0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),

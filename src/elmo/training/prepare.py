@@ -31,6 +31,7 @@ from elmo.runs import (
     mark_run_folder,
 )
 from elmo.training.config import RESUMABLE_CHANGES, TrainConfig
+from elmo.training.saving import check_weights_copy
 from elmo.vocab import Vocabulary
 
 
@@ -112,6 +113,8 @@ def prepare_run(
     `start_run_dir` once the model is built, so a failed start leaves nothing behind.
     `say` reports what happens."""
     files = [str(p) for p in expand_paths(config.train)]
+    if config.weights_copy is not None:
+        check_weights_copy(Path(config.weights_copy), out_dir)
     if marked and (out_dir / RUN_NAME).exists():  # else killed before it started: start anew
         info = _check_resume(config, out_dir, world_size, files, say)
         return PreparedRun(info, Vocabulary.from_file(out_dir / VOCAB_NAME), fresh=False)

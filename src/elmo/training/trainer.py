@@ -11,11 +11,17 @@ written once training starts (after the corpus scan and the model set-up succeed
 `checkpoint.safetensors` (everything needed to resume exactly, written by rank 0 every
 `checkpoint_every` steps, `checkpoint_minutes` after the last one, and at the end),
 `metrics.jsonl`, and the model in our format (`config.json` + `model.safetensors` with
-`softmax.*` tensors): the best one on the validation data if given, else the last one.
+`softmax.*` tensors): the best one on the validation data if given, else the last one (and,
+with `weights_copy`, also in fp16 shards in a directory of its own: `elmo.training.saving`).
 Re-running the same command resumes from the checkpoint and ends with the same weights,
 optimizer state and metrics as a run never interrupted, bit for bit, as long as it runs with
 the same number of torch threads on the same device: every CPU kernel of a training step is
 deterministic for a given thread count (see `BiLM.encode_tokens`, `SoftmaxHead.rows`).
+
+On a GPU: the precision of `elmo.training.precision` (bf16 autocast by default), the fastest
+optimizer implementation (`elmo.training.optimizer`), and batches prepared ahead by a thread in
+pinned memory (`prefetch`, `elmo.training.stream.PreparedBatches`). A checkpoint holds CPU
+tensors only and resumes on any device.
 
 A time budget (`max_minutes`) ends the run after the first step that finishes that many minutes
 after this process's first step (the directory scan and model setup do not count; validation
@@ -44,10 +50,9 @@ from torch.nn.utils import clip_grad_norm_
 from tqdm import tqdm
 
 from elmo.config import BiLMConfig
-from elmo.data.batching import Batch, BPTTConfig
+from elmo.data.batching import BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.errors import ElmoError
-from elmo.loading.formats.native import save_pretrained
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.optim.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
@@ -63,12 +68,15 @@ from elmo.runs import (
 )
 from elmo.tokenize import get_tokenizer
 from elmo.training.checkpoint import Checkpoint, RankState
-from elmo.training.config import TrainConfig
+from elmo.training.config import DEFAULT_PREFETCH, TrainConfig
 from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
+from elmo.training.optimizer import build_optimizer, load_optimizer_state
+from elmo.training.precision import autocast, resolve_precision, tf32_allowed
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
-from elmo.training.stream import TrainStream, batch_tensors
+from elmo.training.saving import save_language_model, write_weights_copy
+from elmo.training.stream import BatchEncoder, BatchTensors, PreparedBatches, TrainStream
 from elmo.vocab import Vocabulary
 
 
@@ -125,9 +133,12 @@ class Trainer:
     ) -> None:
         self.config, self.out = config, Path(out_dir)
         self.world = world or World(device=resolve_device(config.device))
+        self.precision = resolve_precision(config.precision, self.world.device)
         self.verbose = progress and self.world.is_main
         self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
-        self._held = ExitStack()  # rank 0: the claim on the run directory
+        # Held until the run ends: rank 0's claim on the run directory, the batch thread.
+        self._held = ExitStack()
+        self._copy_reported = False  # the weights copy's size, said once
         self._bar: tqdm | None = None
 
     # ---- setup ----------------------------------------------------------------------
@@ -193,18 +204,19 @@ class Trainer:
                                            cfg.discriminative_lr)
         param_groups = [{"params": g.params, "lr": lr, "name": g.name}
                         for g, lr in zip(self.groups, self.base_lrs, strict=True)]
-        if cfg.optimizer == "adagrad":
-            self.optimizer: torch.optim.Optimizer = torch.optim.Adagrad(
-                param_groups, lr=cfg.learning_rate, initial_accumulator_value=1.0
-            )
-        else:
-            self.optimizer = torch.optim.Adam(param_groups, lr=cfg.learning_rate)
+        self.optimizer = build_optimizer(cfg.optimizer, param_groups, cfg.learning_rate,
+                                         world.device)
 
         bptt = BPTTConfig(batch_size=cfg.batch_size, unroll_steps=cfg.unroll_steps,
                           max_chars=self.max_chars, shuffle_window=cfg.shuffle_window,
                           seed=cfg.seed)
-        self.stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer,
-                                  self.vocab, bptt, world.rank, world.world_size)
+        stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
+                             bptt, world.rank, world.world_size)
+        on_cuda = world.device.type == "cuda"
+        ahead = cfg.prefetch if cfg.prefetch is not None else (DEFAULT_PREFETCH if on_cuda else 0)
+        encoder = BatchEncoder(self.vocab, self.lm.bilm.indexer, pin_memory=on_cuda)
+        self.batches = PreparedBatches(stream, encoder, ahead)
+        self._held.callback(self.batches.close)
         self.step, self.best, self.bad_evals = 0, None, 0
         self.last_checkpoint: int | None = None
         self.resumed_window: dict[str, float] = {}
@@ -216,9 +228,9 @@ class Trainer:
         if len(ckpt.ranks) != world.world_size:
             raise ElmoError(f"{ckpt_path} holds {len(ckpt.ranks)} rank(s), this run has "
                             f"{world.world_size}")
-        self.optimizer.load_state_dict(ckpt.optimizer)
+        load_optimizer_state(self.optimizer, ckpt.optimizer)
         mine = ckpt.ranks[world.rank]
-        self.stream.load_state_dict(mine.stream)
+        self.batches.load_state_dict(mine.stream)
         if mine.lstm_states is not None:
             self.lm.bilm.carried_states = [
                 (h.to(world.device), c.to(world.device)) for h, c in mine.lstm_states
@@ -238,7 +250,8 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train to the end (or resume and finish); returns where it stopped."""
-        with deterministic_algorithms(self.config.deterministic), self._held:
+        with (deterministic_algorithms(self.config.deterministic),
+              tf32_allowed(self.precision == "tf32"), self._held):
             return self._run()
 
     def _run(self) -> TrainResult:
@@ -256,6 +269,9 @@ class Trainer:
         else:
             self._say(f"training {self.total_steps:,} steps "
                       f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
+        if self.precision == "tf32" and self.world.device.type != "cuda":
+            self._say(f"--precision tf32 concerns CUDA matmuls: on {self.world.device.type} "
+                      "the run computes in fp32")
         last_valid = None
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
@@ -265,7 +281,7 @@ class Trainer:
         out_of_time = False
         with self._bar:
             while not (stopped_early or out_of_time) and self.step < self.total_steps:
-                loss_f, loss_b, n_tokens = self._train_step(next(self.stream))
+                loss_f, loss_b, n_tokens = self._train_step(next(self.batches))
                 self.step += 1
                 self.window.add(loss_f, loss_b, n_tokens)
                 self._bar.update(1)
@@ -315,7 +331,7 @@ class Trainer:
         patience = self.config.early_stopping_patience
         return patience is not None and self.bad_evals >= patience
 
-    def _train_step(self, batch: Batch) -> tuple[float, float, int]:
+    def _train_step(self, batch: BatchTensors) -> tuple[float, float, int]:
         """One optimizer step; returns the mean forward and backward losses over the ranks
         and the number of tokens predicted (per direction) by all ranks."""
         cfg, lm, device = self.config, self.lm, self.world.device
@@ -325,8 +341,8 @@ class Trainer:
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * multiplier
 
-        char_ids, targets, mask = batch_tensors(batch, lm.bilm.indexer, device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        char_ids, targets, mask = batch.to(device)
+        with autocast(self.precision, device):
             losses = lm(char_ids, targets, mask)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.total * cfg.unroll_steps).backward()
@@ -377,7 +393,8 @@ class Trainer:
         cfg, world = self.config, self.world
         sentences = iter_sentences(expand_paths([cfg.valid]), get_tokenizer(cfg.tokenizer),
                                    rank=world.rank, world_size=world.world_size)
-        totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
+        with tf32_allowed(False):
+            totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
         sums = world.sum(torch.tensor(
             [totals.nll_forward, totals.nll_backward, totals.n_tokens],
             dtype=torch.float64, device=world.device,
@@ -401,15 +418,26 @@ class Trainer:
         return totals
 
     def _save_model(self) -> None:
-        softmax = {"softmax.weight": self.lm.softmax.weight, "softmax.bias": self.lm.softmax.bias}
-        save_pretrained(self.lm.bilm, self.out, extra_tensors=softmax)
+        """The model into the run directory, and into the weights copy if asked."""
+        save_language_model(self.lm, self.out)
+        cfg = self.config
+        if cfg.weights_copy is None:
+            return
+        files = write_weights_copy(self.lm, self.out, Path(cfg.weights_copy),
+                                   int(cfg.weights_copy_shard_mib * 2**20))
+        if not self._copy_reported:
+            self._copy_reported = True
+            size = sum(f.stat().st_size for f in files) / 2**20
+            largest = max(f.stat().st_size for f in files) / 2**20
+            self._say(f"weights copy in {cfg.weights_copy}: {len(files)} files, "
+                      f"{size:.1f} MiB (the largest {largest:.1f} MiB)")
 
     def _checkpoint(self, finished: bool) -> None:
         """Write the checkpoint (and, without validation data, the model first: a run killed
         between the two redoes the steps since the last checkpoint and writes both again)."""
         states = self.lm.bilm.carried_states
         mine = RankState(
-            stream=self.stream.state_dict(),
+            stream=self.batches.state_dict(),
             lstm_states=None if states is None else [(h.cpu(), c.cpu()) for h, c in states],
             rng=capture_rng(),
         )
