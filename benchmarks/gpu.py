@@ -55,6 +55,7 @@ from common import (
 
 from elmo import batch_to_ids, load_bilm_tf
 from elmo.config import BiLMConfig
+from elmo.device import tf32_allowed
 from elmo.embed import Embedder
 from elmo.loading import load_model
 from elmo.modules.bilm import BiLM
@@ -70,13 +71,9 @@ FIXTURES = {  # folder under fixtures/bilm-tf -> its sentences file
 @contextlib.contextmanager
 def precision(name: str, device: torch.device) -> Iterator[None]:
     """fp32 (TF32 off for matmuls and convolutions), tf32 (on), bf16 (autocast)."""
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = name == "tf32"
-    try:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=name == "bf16"):
-            yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+    with tf32_allowed(name == "tf32"), \
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=name == "bf16"):
+        yield
 
 
 def synchronize(device: torch.device) -> None:
@@ -123,10 +120,8 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, tf32: bool, size: int)
     """Median TFLOP/s of a square product on random data (CUDA events; CPU: wall clock)."""
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    try:
-        times = []
+    times = []
+    with tf32_allowed(tf32):
         for i in range(12):
             synchronize(device)
             start = time.perf_counter()
@@ -134,8 +129,6 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, tf32: bool, size: int)
             synchronize(device)
             if i >= 2:
                 times.append(time.perf_counter() - start)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
     return 2 * size**3 / statistics.median(times) / 1e12
 
 

@@ -8,30 +8,32 @@
 #   benchmarks/gpu_run.sh OUT_DIR [MINUTES] [DATA_DIR]    # there (default 8 minutes, .gpu-data)
 #
 # It installs nothing: the package runs from src/ (PYTHONPATH), on the machine's own torch.
-# ELMO_DEVICE=cpu ELMO_QUICK=1 runs it end to end on a CPU with tiny sizes (a test does).
+# ELMO_DEVICE=cpu ELMO_QUICK=1 runs it end to end on a CPU with tiny sizes (a test does);
+# PYTHON names the interpreter (default python3).
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT_DIR [MINUTES] [DATA_DIR]}
 minutes=${2:-8}
 data=${3:-.gpu-data}
 device=${ELMO_DEVICE:-cuda}
+python=${PYTHON:-python3}
 quick=${ELMO_QUICK:+--quick}
 bench_minutes=${GPU_BENCH_MINUTES:-3}
 start=$(date +%s)
 here=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH="$here/src:$here/benchmarks${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="$here/src:$here/benchmarks${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_MININTERVAL=15
 mkdir -p "$out"
 exec > >(tee "$out/gpu_run.log") 2>&1
 
 echo "== the machine"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv 2>/dev/null || true
-python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
+"$python" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 
 echo "== the tests of the device paths (CUDA ones run here only)"
-(cd "$here" && timeout 120 python3 -m pytest -q -x -p no:cacheprovider \
+(cd "$here" && timeout 120 "$python" -m pytest -q -x -p no:cacheprovider \
     tests/test_step_loops.py tests/test_device_memory.py 2>&1 | tail -5)
 
 echo "== benchmarks/gpu.py (${bench_minutes} min)"
-python3 "$here/benchmarks/gpu.py" --device "$device" --out "$out" --minutes "$bench_minutes" \
+"$python" "$here/benchmarks/gpu.py" --device "$device" --out "$out" --minutes "$bench_minutes" \
     --data "$data" --fixtures "$data/fixtures" $quick
 
 echo "== pretraining with the time left"
@@ -43,7 +45,7 @@ if [ "$left" -lt 60 ]; then
 fi
 # Steps that fit: the faster batch size of `small` in gpu.json, 80% of its speed over the
 # seconds left after ~40 s of corpus scan and evaluations (quick: a few steps).
-read -r batch steps < <(python3 - "$out/gpu.json" "$left" "${ELMO_QUICK:-}" <<'PY'
+read -r batch steps < <("$python" - "$out/gpu.json" "$left" "${ELMO_QUICK:-}" <<'PY'
 import json, sys
 data, left, quick = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
 if quick:
@@ -59,7 +61,7 @@ PY
 preset=${ELMO_QUICK:+tiny}
 preset=${preset:-small}
 echo "preset $preset, batch $batch, $steps steps, at most $(( left / 60 )) min"
-python3 -m elmo train --train "$data/train.txt.gz" "$data"/en-extra/*.train.txt.gz \
+"$python" -m elmo train --train "$data/train.txt.gz" "$data"/en-extra/*.train.txt.gz \
     --valid "$data/valid.txt" --out "$work/run" --preset "$preset" --precision bf16 \
     --device "$device" --batch-size "$batch" --optimizer adam --lr 0.004 \
     --schedule slanted-triangular --warmup-frac 0.05 --max-steps "$steps" \

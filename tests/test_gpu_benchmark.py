@@ -60,7 +60,8 @@ def test_gpu_benchmark_quick_on_the_cpu(gpu_data, tmp_path):
 @pytest.mark.slow
 def test_gpu_run_script_end_to_end_on_the_cpu(gpu_data, tmp_path):
     out = tmp_path / "out"
-    env = {**_env(), "ELMO_DEVICE": "cpu", "ELMO_QUICK": "1", "GPU_BENCH_MINUTES": "0.01"}
+    env = {**_env(), "ELMO_DEVICE": "cpu", "ELMO_QUICK": "1", "GPU_BENCH_MINUTES": "0.01",
+           "PYTHON": sys.executable}
     subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_run.sh"), str(out), "3",
                     str(gpu_data)], check=True, env=env, cwd=tmp_path, capture_output=True)
     assert (out / "gpu.json").exists() and (out / "gpu_run.log").exists()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import torch
 
 from elmo.errors import ElmoError
@@ -34,3 +38,30 @@ def tf32_matmuls() -> bool:
     if hasattr(matmul, "fp32_precision"):
         return matmul.fp32_precision == "tf32"
     return bool(matmul.allow_tf32)
+
+
+def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:
+    """(holder, attribute, value with TF32, value without) for CUDA matmuls and cuDNN
+    convolutions: torch's `fp32_precision` settings where it has them (torch >= 2.9, where
+    the older `allow_tf32` flags warn, and reading them after the new settings were used is
+    an error), else the `allow_tf32` flags."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        return [(matmul, "fp32_precision", "tf32", "ieee"),
+                (cudnn.conv, "fp32_precision", "tf32", "ieee")]
+    return [(matmul, "allow_tf32", True, False), (cudnn, "allow_tf32", True, False)]
+
+
+@contextmanager
+def tf32_allowed(enabled: bool) -> Iterator[None]:
+    """Inside: CUDA matmuls and cuDNN convolutions may use TF32 if `enabled`, and may not
+    otherwise; the previous settings are restored on exit."""
+    switches = _tf32_switches()
+    before = [getattr(holder, name) for holder, name, _, _ in switches]
+    for holder, name, on, off in switches:
+        setattr(holder, name, on if enabled else off)
+    try:
+        yield
+    finally:
+        for (holder, name, _, _), value in zip(switches, before, strict=True):
+            setattr(holder, name, value)
