@@ -38,6 +38,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -395,48 +396,78 @@ def memory(report: Report, device: torch.device, texts: list[list[str]], quick: 
 # ---- pretraining speed ---------------------------------------------------------------------
 
 
-def training_run(preset: str, batch_size: int, mode: str, device: torch.device, train: Path,
-                 vocab: Path, steps: int, work: Path) -> dict[str, Any]:
-    config = TrainConfig(train=[str(train)], vocab=str(vocab), preset=preset,
-                         batch_size=batch_size, max_steps=steps, precision=mode,
+class LoopTrainer(TimedTrainer):
+    """The timed Trainer with the LSTM's step loop chosen (None: the device's default)."""
+
+    step_loop: str | None = None
+
+    def _setup(self, prepared):  # type: ignore[no-untyped-def]
+        ckpt = super()._setup(prepared)
+        self.lm.bilm.lstm.step_loop = self.step_loop
+        return ckpt
+
+
+def training_run(run: TrainRun, device: torch.device, train: Path, vocab: Path, steps: int,
+                 work: Path) -> dict[str, Any]:
+    config = TrainConfig(train=[str(train)], vocab=str(vocab), preset=run.preset,
+                         batch_size=run.batch_size, max_steps=steps, precision=run.precision,
                          device=str(device), checkpoint_every=10**9, eval_every=10**9,
                          log_every=10**9)
-    out = work / f"{preset}-{batch_size}-{mode}"
-    trainer = TimedTrainer(config, out, progress=False)
+    trainer = LoopTrainer(config, work / run.name.replace(" ", "-"), progress=False)
+    trainer.step_loop = run.step_loop
     trainer.run()
     skip = min(5, steps - 1)
     ends, tokens = trainer.step_ends, trainer.step_tokens
     seconds = ends[-1] - ends[skip]
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    flops = training_flops_per_token(trainer.lm.bilm.config, len(trainer.vocab))
     return {"tokens_per_s": sum(tokens[skip:]) / seconds, "steps_timed": len(tokens) - skip,
             "vocab_size": len(trainer.vocab), "softmax": trainer.lm.softmax_mode,
-            "peak_memory_mb": peak and peak / 2**20,
-            "flops_per_token": training_flops_per_token(trainer.lm.bilm.config, len(trainer.vocab))}
+            "peak_memory_mb": peak and peak / 2**20, "flops_per_token": flops}
 
 
 def training(report: Report, device: torch.device, train_text: Path, quick: bool,
-             runs: list[tuple[str, int, str]]) -> None:
+             runs: list[TrainRun]) -> None:
     rows = report.data.setdefault("training", [])
     limits = report.data["card"]["matmul_tflops"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         train = head_lines(train_text, 2000 if quick else 20000, work / "train.txt")
         vocab = build_vocab([Path(train_text)], "whitespace", work / "vocab.txt")
-        for preset, batch_size, mode in runs:
+        for run in runs:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
-            result = report.guarded(
-                f"train {preset} {batch_size} {mode}",
-                lambda p=preset, b=batch_size, m=mode: training_run(
-                    p, b, m, device, train, vocab, 8 if quick else 40, work))
+            result = report.guarded(f"train {run.name}", lambda run=run: training_run(
+                run, device, train, vocab, 8 if quick else 40, work))
             if result is None:
                 continue
-            limit = limits[mode] * 1e12 / result["flops_per_token"]
-            rows.append({"preset": preset, "batch_size": batch_size, "precision": mode,
+            limit = limits[run.precision] * 1e12 / result["flops_per_token"]
+            rows.append({"preset": run.preset, "batch_size": run.batch_size,
+                         "precision": run.precision, "step_loop": run.step_loop or "default",
                          **result, "limit_tokens_per_s": limit,
                          "fraction_of_limit": result["tokens_per_s"] / limit})
             report.write()
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """One pretraining measurement: `PRESET:BATCH:PRECISION[:STEP_LOOP]` on the command line."""
+
+    preset: str
+    batch_size: int
+    precision: str
+    step_loop: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TrainRun:
+        preset, batch, mode, *loop = text.split(":")
+        return cls(preset, int(batch), mode, loop[0] if loop else None)
+
+    @property
+    def name(self) -> str:
+        return " ".join(str(v) for v in (self.preset, self.batch_size, self.precision,
+                                         self.step_loop) if v)
 
 
 # ---- the table -----------------------------------------------------------------------------
@@ -477,10 +508,11 @@ def markdown(data: dict[str, Any]) -> str:
             lines += [f"Breakdown, {preset}, one batch (ms): "
                       + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), ""]
     if data.get("training"):
-        lines += ["## Pretraining", "", "| preset | batch | precision | tokens/s | limit | "
-                  "frac | softmax | peak MB |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["## Pretraining", "", "| preset | batch | precision | step loop | tokens/s | "
+                  "limit | frac | softmax | peak MB |", "|---|---|---|---|---|---|---|---|---|"]
         for r in data["training"]:
             lines.append(f"| {r['preset']} | {r['batch_size']} | {r['precision']} | "
+                         f"{r['step_loop']} | "
                          f"{r['tokens_per_s']:,.0f} | {r['limit_tokens_per_s']:,.0f} | "
                          f"{r['fraction_of_limit']:.3f} | {r['softmax']} | "
                          f"{r['peak_memory_mb'] or 0:,.0f} |")
@@ -507,6 +539,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixtures", type=Path, default=SHARED / "fixtures" / "bilm-tf")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["correctness", "embedding", "memory", "training"])
+    parser.add_argument("--presets", nargs="+", help="embedding presets (default: original "
+                        "small; quick: tiny)")
+    parser.add_argument("--budgets", nargs="+", type=int, help="embedding token budgets "
+                        "(default 4096 16384 65536; quick: 256 1024)")
+    parser.add_argument("--train-runs", nargs="+", type=TrainRun.parse, metavar="RUN",
+                        help="pretraining runs as PRESET:BATCH:PRECISION[:STEP_LOOP] "
+                        "(default: original and small at 128 and 512 in bf16, compact, "
+                        "original in tf32; quick: tiny)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -526,17 +566,21 @@ def main(argv: list[str] | None = None) -> None:
     texts = sentences_of(embed_text, 800 if args.quick else 200_000)
     if "correctness" not in args.skip:
         correctness(report, device, args.fixtures, texts, args.quick)
-    presets = ["tiny"] if args.quick else ["original", "small"]
-    budgets = [256, 1024] if args.quick else [4096, 16384, 65536]
+    presets = args.presets or (["tiny"] if args.quick else ["original", "small"])
+    budgets = args.budgets or ([256, 1024] if args.quick else [4096, 16384, 65536])
+    runs = args.train_runs or [TrainRun.parse(r) for r in (
+        ["tiny:16:fp32", "tiny:16:bf16"] if args.quick else
+        ["original:128:bf16", "original:512:bf16", "small:128:bf16", "small:512:bf16",
+         "compact:128:bf16", "original:128:tf32", "small:512:bf16:packed"])]
+    # In order of importance: the first preset's speed, pretraining, the others, memory.
     if "embedding" not in args.skip:
-        embedding(report, device, texts, presets, budgets)
-    if "memory" not in args.skip:
-        memory(report, device, texts, args.quick)
-    runs = [("tiny", 16, "fp32"), ("tiny", 16, "bf16")] if args.quick else [
-        ("original", 128, "bf16"), ("original", 512, "bf16"), ("small", 128, "bf16"),
-        ("small", 512, "bf16"), ("compact", 128, "bf16"), ("original", 128, "tf32")]
+        embedding(report, device, texts, presets[:1], budgets)
     if "training" not in args.skip and train_text is not None:
         training(report, device, train_text, args.quick, runs)
+    if "embedding" not in args.skip:
+        embedding(report, device, texts, presets[1:], budgets)
+    if "memory" not in args.skip:
+        memory(report, device, texts, args.quick)
     report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)
     report.write()
     print((args.out / "gpu.md").read_text())

@@ -9,7 +9,7 @@
 #
 # It installs nothing: the package runs from src/ (PYTHONPATH), on the machine's own torch.
 # ELMO_DEVICE=cpu ELMO_QUICK=1 runs it end to end on a CPU with tiny sizes (a test does);
-# PYTHON names the interpreter (default python3).
+# PYTHON names the interpreter (default python3); GPU_BENCH_ARGS adds options of gpu.py.
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT_DIR [MINUTES] [DATA_DIR]}
 minutes=${2:-8}
@@ -34,7 +34,7 @@ echo "== the tests of the device paths (CUDA ones run here only)"
 
 echo "== benchmarks/gpu.py (${bench_minutes} min)"
 "$python" "$here/benchmarks/gpu.py" --device "$device" --out "$out" --minutes "$bench_minutes" \
-    --data "$data" --fixtures "$data/fixtures" $quick
+    --data "$data" --fixtures "$data/fixtures" $quick ${GPU_BENCH_ARGS:-}
 
 echo "== pretraining with the time left"
 work=$(mktemp -d)
