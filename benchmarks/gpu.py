@@ -572,15 +572,15 @@ def main(argv: list[str] | None = None) -> None:
         ["tiny:16:fp32", "tiny:16:bf16"] if args.quick else
         ["original:128:bf16", "original:512:bf16", "small:128:bf16", "small:512:bf16",
          "compact:128:bf16", "original:128:tf32", "small:512:bf16:packed"])]
-    # In order of importance: the first preset's speed, pretraining, the others, memory.
+    # In order of importance: the first preset's speed, memory, pretraining, the others.
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[:1], budgets)
+    if "memory" not in args.skip:
+        memory(report, device, texts, args.quick)
     if "training" not in args.skip and train_text is not None:
         training(report, device, train_text, args.quick, runs)
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[1:], budgets)
-    if "memory" not in args.skip:
-        memory(report, device, texts, args.quick)
     report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)
     report.write()
     print((args.out / "gpu.md").read_text())
