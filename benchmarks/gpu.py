@@ -397,25 +397,49 @@ def memory(report: Report, device: torch.device, texts: list[list[str]], quick: 
 
 
 class LoopTrainer(TimedTrainer):
-    """The timed Trainer with the LSTM's step loop chosen (None: the device's default)."""
+    """The timed Trainer with the LSTM's step loop chosen (None: the device's default) and,
+    if `profiled_steps`, torch.profiler's tables of that many steps after 5 warm-up steps."""
 
     step_loop: str | None = None
+    profiled_steps = 0
+    profile: dict[str, str] | None = None
 
     def _setup(self, prepared):  # type: ignore[no-untyped-def]
         ckpt = super()._setup(prepared)
         self.lm.bilm.lstm.step_loop = self.step_loop
         return ckpt
 
+    def _train_step(self, batch):  # type: ignore[no-untyped-def]
+        done = len(self.step_tokens)
+        if self.profiled_steps and done == 5:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.world.device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self._profiler = torch.profiler.profile(activities=activities)
+            self._profiler.__enter__()
+        result = super()._train_step(batch)
+        if self.profiled_steps and done == 4 + self.profiled_steps:
+            synchronize(self.world.device)
+            self._profiler.__exit__(None, None, None)
+            table, self._profiler = self._profiler.key_averages(), None
+            self.profile = {f"by {key}": table.table(sort_by=key, row_limit=20,
+                                                     max_name_column_width=50)
+                            for key in ("self_cpu_time_total", "self_device_time_total")}
+        return result
+
 
 def training_run(run: TrainRun, device: torch.device, train: Path, vocab: Path, steps: int,
-                 work: Path) -> dict[str, Any]:
+                 work: Path, profiled_steps: int = 0) -> dict[str, Any]:
     config = TrainConfig(train=[str(train)], vocab=str(vocab), preset=run.preset,
                          batch_size=run.batch_size, max_steps=steps, precision=run.precision,
                          device=str(device), checkpoint_every=10**9, eval_every=10**9,
                          log_every=10**9)
-    trainer = LoopTrainer(config, work / run.name.replace(" ", "-"), progress=False)
-    trainer.step_loop = run.step_loop
+    out = work / (run.name.replace(" ", "-") + ("-profiled" if profiled_steps else ""))
+    trainer = LoopTrainer(config, out, progress=False)
+    trainer.step_loop, trainer.profiled_steps = run.step_loop, profiled_steps
     trainer.run()
+    if profiled_steps:
+        return trainer.profile or {}
     skip = min(5, steps - 1)
     ends, tokens = trainer.step_ends, trainer.step_tokens
     seconds = ends[-1] - ends[skip]
@@ -427,7 +451,7 @@ def training_run(run: TrainRun, device: torch.device, train: Path, vocab: Path, 
 
 
 def training(report: Report, device: torch.device, train_text: Path, quick: bool,
-             runs: list[TrainRun]) -> None:
+             runs: list[TrainRun], profiled: list[TrainRun]) -> None:
     rows = report.data.setdefault("training", [])
     limits = report.data["card"]["matmul_tflops"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -447,6 +471,11 @@ def training(report: Report, device: torch.device, train_text: Path, quick: bool
                          "precision": run.precision, "step_loop": run.step_loop or "default",
                          **result, "limit_tokens_per_s": limit,
                          "fraction_of_limit": result["tokens_per_s"] / limit})
+            report.write()
+        for run in profiled:
+            report.data.setdefault("profiles", {})[run.name] = report.guarded(
+                f"profile {run.name}", lambda run=run: training_run(
+                    run, device, train, vocab, 16, work, profiled_steps=10))
             report.write()
 
 
@@ -517,6 +546,9 @@ def markdown(data: dict[str, Any]) -> str:
                          f"{r['fraction_of_limit']:.3f} | {r['softmax']} | "
                          f"{r['peak_memory_mb'] or 0:,.0f} |")
         lines.append("")
+    for name, tables in (data.get("profiles") or {}).items():
+        for key, table in (tables or {}).items():
+            lines += [f"Profile of pretraining {name}, {key}:", "", "```", table, "```", ""]
     if data.get("memory"):
         lines += ["## Memory", "", "```", json.dumps(data["memory"], indent=1), "```", ""]
     lines += ["Seconds each: " + ", ".join(f"{k} {v}" for k, v in
@@ -543,6 +575,9 @@ def main(argv: list[str] | None = None) -> None:
                         "small; quick: tiny)")
     parser.add_argument("--budgets", nargs="+", type=int, help="embedding token budgets "
                         "(default 4096 16384 65536; quick: 256 1024)")
+    parser.add_argument("--profile-runs", nargs="*", type=TrainRun.parse, metavar="RUN",
+                        default=[], help="pretraining runs (as --train-runs) whose steps 6-15 "
+                        "torch.profiler breaks down (default: none)")
     parser.add_argument("--train-runs", nargs="+", type=TrainRun.parse, metavar="RUN",
                         help="pretraining runs as PRESET:BATCH:PRECISION[:STEP_LOOP] "
                         "(default: original and small at 128 and 512 in bf16, compact, "
@@ -578,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
     if "memory" not in args.skip:
         memory(report, device, texts, args.quick)
     if "training" not in args.skip and train_text is not None:
-        training(report, device, train_text, args.quick, runs)
+        training(report, device, train_text, args.quick, runs, args.profile_runs)
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[1:], budgets)
     report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)

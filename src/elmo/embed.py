@@ -52,7 +52,11 @@ def unpad(layers: torch.Tensor, lengths: Sequence[int]) -> list[np.ndarray]:
     ends = counts.cumsum(0)
     offsets = torch.arange(int(ends[-1])) - torch.repeat_interleave(ends - counts, counts)
     rows = torch.repeat_interleave(starts.reshape(-1), counts) + offsets
-    flat = layers.reshape(-1, d).index_select(0, rows.to(layers.device)).float().cpu().numpy()
+    flat = layers.reshape(-1, d).index_select(0, rows.to(layers.device)).float()
+    if flat.is_cuda:  # into page-locked memory that torch's host allocator reuses: a copy
+        # into fresh pageable memory ran at 0.3 GB/s on an H200 machine (2026-11-26)
+        flat = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True).copy_(flat)
+    flat = flat.numpy()
     blocks = np.split(flat, np.cumsum(n_layers * lengths_t.numpy())[:-1])
     return [block.reshape(n_layers, n, d) for block, n in zip(blocks, lengths, strict=True)]
 

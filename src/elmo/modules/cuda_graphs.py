@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 MAX_GRAPHS = 32
 MAX_STATIC_BYTES = 2 * 2**30  # the graphs' static inputs and outputs, all together
 MAX_GRAPH_STEPS = 1024  # longer batches run eagerly
+# Larger batches run eagerly: their kernels are long enough that launches cost little, and
+# padding to the bucket costs more (H200, 2026-11-26: `original` at 16,384-token batches,
+# TF32, 56,304 tokens/s with graphs, 81,267 eager).
+MAX_GRAPH_POSITIONS = 8192
 
 
 def bucket(n: int) -> int:
@@ -73,7 +77,8 @@ class LSTMGraphs:
     def __call__(self, x: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor] | None:
         """x (D, B, T, P), lengths (B,) sorted longest first -> the L layer outputs (D, B, T, P)
         as views of static buffers (copy them before the next call), or None where graphs
-        do not run (capture failed, or more than MAX_GRAPH_STEPS steps): run eagerly."""
+        do not run (capture failed, more than MAX_GRAPH_STEPS steps or MAX_GRAPH_POSITIONS
+        positions): run eagerly."""
         if self.failed is not None:
             return None
         weights = tuple((p.data_ptr(), p.dtype) for p in self.lstm.parameters())
@@ -81,7 +86,7 @@ class LSTMGraphs:
             self.graphs.clear()
             self._weights = weights
         b, t = x.shape[1:3]
-        if t > MAX_GRAPH_STEPS:  # a graph of every step would take long to capture: eager
+        if t > MAX_GRAPH_STEPS or b * t > MAX_GRAPH_POSITIONS:  # eager is as fast there
             return None
         # What decides the kernels captured: shapes, dtypes, autocast, TF32.
         autocast = torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda")

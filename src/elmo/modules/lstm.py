@@ -212,6 +212,8 @@ class ProjectedLSTM(nn.Module):
         allocation and a pass over memory per gate; with autograd they are new tensors. The
         returned h and c never share memory with `gates` (its buffer is reused).
         """
+        if gates.dtype != torch.float32:  # autocast: the cell's arithmetic and c in fp32
+            gates = gates.float()
         i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
         if torch.is_grad_enabled():
             i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
