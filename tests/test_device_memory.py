@@ -101,9 +101,9 @@ def test_the_budget_is_what_half_the_free_memory_holds_and_scales_with_it(monkey
 def test_off_cuda_the_budget_is_4096_and_the_device_is_not_asked(monkeypatch):
     monkeypatch.setattr("elmo.memory.free_memory", lambda device: pytest.fail("probed"))
     assert token_budget(BiLMConfig.preset("small"), torch.device("cpu")) == CPU_MAX_TOKENS
-    assert Embedder(random_bilm()).max_tokens == 4096
-    assert Embedder(random_bilm(), max_tokens="auto").max_tokens == 4096
-    assert Embedder(random_bilm(), max_tokens=77).max_tokens == 77
+    assert Embedder(random_bilm(), device="cpu").max_tokens == 4096
+    assert Embedder(random_bilm(), device="cpu", max_tokens="auto").max_tokens == 4096
+    assert Embedder(random_bilm(), device="cpu", max_tokens=77).max_tokens == 77
 
 
 @pytest.mark.parametrize("bad", [0, -5, "lots", 2.5, True])
