@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -210,13 +211,46 @@ def test_offline_from_the_cache(hub, tmp_path, monkeypatch, capsys):
     assert "hf:me/uncached" in err and "HF_HUB_OFFLINE" in err and "Traceback" not in err
 
 
+def test_an_unreachable_hub_with_the_ref_cached_but_not_the_files(hub, tmp_path,
+                                                                   monkeypatch, capsys):
+    """`elmo info` recorded which commit `dev` is and downloaded nothing; with the Hub out of
+    reach, `elmo embed` says so in one line, at once (no retries), and once the files are
+    cached it embeds them with a warning."""
+    model = save_pretrained(random_bilm(seed=13), tmp_path / "native")
+    hub.commit_folder("me/elmo-small", model, branch="dev")
+    source = tmp_path / "in.txt"
+    source.write_text(LINES, encoding="utf-8")
+    assert main(["info", "hf:me/elmo-small@dev"]) == 0
+
+    def unreachable(patch: pytest.MonkeyPatch) -> None:
+        patch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+        patch.setattr(hub_constants, "ENDPOINT", "http://127.0.0.1:9")
+
+    with monkeypatch.context() as patch:
+        unreachable(patch)
+        started = time.monotonic()
+        err = _error(capsys, "embed", "hf:me/elmo-small@dev", str(source),
+                     str(tmp_path / "o.hdf5"))
+        assert time.monotonic() - started < 10
+    assert err.startswith("elmo: error: could not reach the Hub (http://127.0.0.1:9)")
+    assert "me/elmo-small at revision 'dev'" in err and "the cache does not hold it" in err
+    assert len(err.strip().splitlines()) == 1
+    online = embed(tmp_path, "hf:me/elmo-small@dev")
+    unreachable(monkeypatch)
+    capsys.readouterr()
+    assert_same_vectors(embed(tmp_path, "hf:me/elmo-small@dev"), online)
+    assert "elmo: warning: could not reach the Hub (http://127.0.0.1:9): hf:me/elmo-small@dev " \
+        "is the commit" in capsys.readouterr().err
+
+
 def test_the_command_honours_the_environment(hub, tmp_path):
     """`elmo embed` in a process of its own, configured by environment variables only: the
     cache is $HF_HUB_CACHE, and a cached model embeds with HF_HUB_OFFLINE=1."""
     model = save_pretrained(random_bilm(seed=10), tmp_path / "native")
     hub.commit_folder("me/env", model)
     (tmp_path / "in.txt").write_text(LINES, encoding="utf-8")
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "elsewhere"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "elsewhere"),
+           "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}  # this checkout's elmo
 
     def run(*args, **extra):
         return subprocess.run([sys.executable, "-m", "elmo", *args], env={**env, **extra},
@@ -229,6 +263,7 @@ def test_the_command_honours_the_environment(hub, tmp_path):
     offline = run("embed", "hf:me/env", str(tmp_path / "in.txt"), str(tmp_path / "b.hdf5"),
                   "--quiet", HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")
     assert offline.returncode == 0, offline.stderr
+    assert "Could not reach" not in offline.stderr and "warning" not in offline.stderr
     with h5py.File(tmp_path / "a.hdf5") as a, h5py.File(tmp_path / "b.hdf5") as b:
         np.testing.assert_array_equal(a["1"][()], b["1"][()])
     missing = run("info", "hf:me/never", HF_HUB_OFFLINE="1")
