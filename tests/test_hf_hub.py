@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,9 +17,17 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from huggingface_hub import HfApi
 from huggingface_hub import constants as hub_constants
 
-from elmo import Embedder, load_model, push_to_hub, save_bilm_tf, save_pretrained
+from elmo import (
+    Embedder,
+    get_tokenizer,
+    load_model,
+    push_to_hub,
+    save_bilm_tf,
+    save_pretrained,
+)
 from elmo.chars import batch_to_ids
 from elmo.cli import main
 from elmo.extras import MissingExtraError
@@ -403,6 +412,52 @@ def test_export_to_the_hub_loads_back_to_the_same_vectors(hub, tmp_path, monkeyp
     assert "tiny corpus" in body and "elmo embed hf:me/published" in body
     record = json.loads(repo.commits[repo.branches["main"]]["card.json"])
     assert record["tokenizer"] == "whitespace" and record["exported_from"] == str(model)
+
+
+def test_publishing_again_and_to_a_branch_of_an_existing_repo(hub, tmp_path, monkeypatch):
+    with_token(monkeypatch)
+    first, second = tmp_path / "first", tmp_path / "second"
+    save_pretrained(random_bilm(seed=14), first)
+    save_pretrained(random_bilm(seed=15), second)
+    for model, branch in ((first, ()), (second, ()), (first, ("--revision", "dev")),
+                          (second, ("--revision", "dev"))):  # the repo, then the branch exist
+        assert main(["export", str(model), "hf:me/again", *branch]) == 0
+    assert set(hub.repos["me/again"].branches) == {"main", "dev"}
+    assert_same_vectors(embed(tmp_path, "hf:me/again"), embed(tmp_path, second))
+    assert_same_vectors(embed(tmp_path, "hf:me/again@dev"), embed(tmp_path, second))
+
+
+def test_an_unexpected_error_of_a_library_names_the_step(hub, tmp_path, monkeypatch, capsys):
+    with_token(monkeypatch)
+
+    def no_url(*args, **kwargs):
+        raise KeyError("url")
+
+    monkeypatch.setattr(HfApi, "create_repo", no_url)
+    err = _error(capsys, "export", str(save_pretrained(random_bilm(), tmp_path / "m")),
+                 "hf:me/x")
+    assert err == "elmo: error: publishing to hf:me/x: creating the repo me/x failed " \
+        "(KeyError: 'url')\n"
+
+
+def test_a_card_on_a_branch_loads_that_branch_in_the_models_language(hub, tmp_path,
+                                                                     monkeypatch):
+    with_token(monkeypatch)
+    assert main(["export", "default", "hf:me/two"]) == 0
+    assert main(["export", "default-zh", "hf:me/two", "--revision", "zh"]) == 0
+    _, body = _card(hub, "me/two", "zh")
+    usage = body[:body.index("# Shipped model")]
+    assert "elmo embed hf:me/two@zh input.txt" in usage
+    assert 'Embedder.from_pretrained("hf:me/two@zh")' in usage
+    example = re.search(r'tokens = get_tokenizer\("chars"\)\("(.+)"\)', usage)
+    assert example and all("\u4e00" <= ch <= "\u9fff" or ch == "。" for ch in example[1])
+    tokens = get_tokenizer("chars")(example[1])
+    copy = Embedder.from_pretrained("hf:me/two@zh")
+    np.testing.assert_array_equal(copy.embed_sentence(tokens),
+                                  Embedder.from_pretrained("default-zh").embed_sentence(tokens))
+    _, main_body = _card(hub, "me/two")
+    assert 'Embedder.from_pretrained("hf:me/two")' in main_body
+    assert 'get_tokenizer("whitespace")("We sat on the river bank .")' in main_body
 
 
 def test_an_efml_model_is_published_converted_not_as_pickles(hub, tmp_path, monkeypatch):

@@ -216,16 +216,16 @@ def hub_errors(name: HubName) -> Iterator[None]:
                        f"is private and {token}") from None
     except (errors.LocalEntryNotFoundError, errors.RevisionResolutionError,
             errors.OfflineModeIsEnabled, errors.CachedRepoTreeNotFoundError) as err:
-        raise _uncached(hub, name, f": {_first_line(err)}") from None
+        raise _uncached(hub, name, f": {first_line(err)}") from None
     except errors.HfHubHTTPError as err:
         status = getattr(err.response, "status_code", None)
         why = f"; {token}" if status in (401, 403) else ""
         raise HubError(f"the Hub ({constants.ENDPOINT}) refused {name.where}: "
-                       f"{_first_line(err)}{why}") from None
+                       f"{first_line(err)}{why}") from None
     except transport as err:  # refused, timed out, ...
-        raise _uncached(hub, name, f": {_first_line(err)}") from None
+        raise _uncached(hub, name, f": {first_line(err)}") from None
     except OSError as err:  # a transfer cut short: huggingface_hub keeps no part of it
-        raise HubError(f"the transfer of {name} failed ({_first_line(err)}); nothing of it is "
+        raise HubError(f"the transfer of {name} failed ({first_line(err)}); nothing of it is "
                        "used: run the command again") from None
 
 
@@ -241,5 +241,6 @@ def _uncached(hub: ModuleType, name: HubName, detail: str) -> HubError:
                     f"cache does not hold it{detail}")
 
 
-def _first_line(err: Exception) -> str:
+def first_line(err: Exception) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
