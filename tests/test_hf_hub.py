@@ -319,6 +319,13 @@ def test_an_undetectable_layout_lists_the_files_and_the_layouts(hub, capsys):
     assert "has no folder 'sub'" in _error(capsys, "info", "hf:me/data/sub")
 
 
+def test_an_empty_repo_holds_no_model(hub, capsys):
+    hub.commit("me/empty", {})  # what the Hub creates: .gitattributes alone
+    err = _error(capsys, "info", "hf:me/empty")
+    assert "hf:me/empty (commit " in err and "holds no model: a model is our format" in err
+    assert "found .gitattributes" in err and "directory of its own" not in err
+
+
 def test_a_broken_download_leaves_nothing_a_later_run_loads(hub, tmp_path, monkeypatch,
                                                             capsys):
     hub.commit_folder("me/flaky", save_pretrained(random_bilm(seed=11), tmp_path / "m"))
