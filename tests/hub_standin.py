@@ -238,8 +238,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self._error(401, "Unauthorized")
             payload = json.loads(self.body)
             repo_id = f"{payload['organization']}/{payload['name']}"
-            if repo_id in hub.repos:
-                return self._json({"error": "You already created this model repo"}, 409)
+            if repo_id in hub.repos:  # the Hub names the repo's URL here too
+                return self._json({"error": "You already created this model repo",
+                                   "url": f"{hub.url}/{repo_id}"}, 409)
             private = payload.get("visibility") == "private" or payload.get("private") is True
             hub.commit(repo_id, {}, private=private)
             self._json({"url": f"{hub.url}/{repo_id}", "name": repo_id})

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -15,9 +17,17 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from huggingface_hub import HfApi
 from huggingface_hub import constants as hub_constants
 
-from elmo import Embedder, load_model, push_to_hub, save_bilm_tf, save_pretrained
+from elmo import (
+    Embedder,
+    get_tokenizer,
+    load_model,
+    push_to_hub,
+    save_bilm_tf,
+    save_pretrained,
+)
 from elmo.chars import batch_to_ids
 from elmo.cli import main
 from elmo.extras import MissingExtraError
@@ -210,13 +220,46 @@ def test_offline_from_the_cache(hub, tmp_path, monkeypatch, capsys):
     assert "hf:me/uncached" in err and "HF_HUB_OFFLINE" in err and "Traceback" not in err
 
 
+def test_an_unreachable_hub_with_the_ref_cached_but_not_the_files(hub, tmp_path,
+                                                                   monkeypatch, capsys):
+    """`elmo info` recorded which commit `dev` is and downloaded nothing; with the Hub out of
+    reach, `elmo embed` says so in one line, at once (no retries), and once the files are
+    cached it embeds them with a warning."""
+    model = save_pretrained(random_bilm(seed=13), tmp_path / "native")
+    hub.commit_folder("me/elmo-small", model, branch="dev")
+    source = tmp_path / "in.txt"
+    source.write_text(LINES, encoding="utf-8")
+    assert main(["info", "hf:me/elmo-small@dev"]) == 0
+
+    def unreachable(patch: pytest.MonkeyPatch) -> None:
+        patch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+        patch.setattr(hub_constants, "ENDPOINT", "http://127.0.0.1:9")
+
+    with monkeypatch.context() as patch:
+        unreachable(patch)
+        started = time.monotonic()
+        err = _error(capsys, "embed", "hf:me/elmo-small@dev", str(source),
+                     str(tmp_path / "o.hdf5"))
+        assert time.monotonic() - started < 10
+    assert err.startswith("elmo: error: could not reach the Hub (http://127.0.0.1:9)")
+    assert "me/elmo-small at revision 'dev'" in err and "the cache does not hold it" in err
+    assert len(err.strip().splitlines()) == 1
+    online = embed(tmp_path, "hf:me/elmo-small@dev")
+    unreachable(monkeypatch)
+    capsys.readouterr()
+    assert_same_vectors(embed(tmp_path, "hf:me/elmo-small@dev"), online)
+    assert "elmo: warning: could not reach the Hub (http://127.0.0.1:9): hf:me/elmo-small@dev " \
+        "is the commit" in capsys.readouterr().err
+
+
 def test_the_command_honours_the_environment(hub, tmp_path):
     """`elmo embed` in a process of its own, configured by environment variables only: the
     cache is $HF_HUB_CACHE, and a cached model embeds with HF_HUB_OFFLINE=1."""
     model = save_pretrained(random_bilm(seed=10), tmp_path / "native")
     hub.commit_folder("me/env", model)
     (tmp_path / "in.txt").write_text(LINES, encoding="utf-8")
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "elsewhere"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "elsewhere"),
+           "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}  # this checkout's elmo
 
     def run(*args, **extra):
         return subprocess.run([sys.executable, "-m", "elmo", *args], env={**env, **extra},
@@ -229,6 +272,7 @@ def test_the_command_honours_the_environment(hub, tmp_path):
     offline = run("embed", "hf:me/env", str(tmp_path / "in.txt"), str(tmp_path / "b.hdf5"),
                   "--quiet", HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")
     assert offline.returncode == 0, offline.stderr
+    assert "Could not reach" not in offline.stderr and "warning" not in offline.stderr
     with h5py.File(tmp_path / "a.hdf5") as a, h5py.File(tmp_path / "b.hdf5") as b:
         np.testing.assert_array_equal(a["1"][()], b["1"][()])
     missing = run("info", "hf:me/never", HF_HUB_OFFLINE="1")
@@ -273,6 +317,13 @@ def test_an_undetectable_layout_lists_the_files_and_the_layouts(hub, capsys):
                      "char.dic", "weights.th", "options .json"):
         assert expected in err
     assert "has no folder 'sub'" in _error(capsys, "info", "hf:me/data/sub")
+
+
+def test_an_empty_repo_holds_no_model(hub, capsys):
+    hub.commit("me/empty", {})  # what the Hub creates: .gitattributes alone
+    err = _error(capsys, "info", "hf:me/empty")
+    assert "hf:me/empty (commit " in err and "holds no model: a model is our format" in err
+    assert "found .gitattributes" in err and "directory of its own" not in err
 
 
 def test_a_broken_download_leaves_nothing_a_later_run_loads(hub, tmp_path, monkeypatch,
@@ -368,6 +419,52 @@ def test_export_to_the_hub_loads_back_to_the_same_vectors(hub, tmp_path, monkeyp
     assert "tiny corpus" in body and "elmo embed hf:me/published" in body
     record = json.loads(repo.commits[repo.branches["main"]]["card.json"])
     assert record["tokenizer"] == "whitespace" and record["exported_from"] == str(model)
+
+
+def test_publishing_again_and_to_a_branch_of_an_existing_repo(hub, tmp_path, monkeypatch):
+    with_token(monkeypatch)
+    first, second = tmp_path / "first", tmp_path / "second"
+    save_pretrained(random_bilm(seed=14), first)
+    save_pretrained(random_bilm(seed=15), second)
+    for model, branch in ((first, ()), (second, ()), (first, ("--revision", "dev")),
+                          (second, ("--revision", "dev"))):  # the repo, then the branch exist
+        assert main(["export", str(model), "hf:me/again", *branch]) == 0
+    assert set(hub.repos["me/again"].branches) == {"main", "dev"}
+    assert_same_vectors(embed(tmp_path, "hf:me/again"), embed(tmp_path, second))
+    assert_same_vectors(embed(tmp_path, "hf:me/again@dev"), embed(tmp_path, second))
+
+
+def test_an_unexpected_error_of_a_library_names_the_step(hub, tmp_path, monkeypatch, capsys):
+    with_token(monkeypatch)
+
+    def no_url(*args, **kwargs):
+        raise KeyError("url")
+
+    monkeypatch.setattr(HfApi, "create_repo", no_url)
+    err = _error(capsys, "export", str(save_pretrained(random_bilm(), tmp_path / "m")),
+                 "hf:me/x")
+    assert err == "elmo: error: publishing to hf:me/x: creating the repo me/x failed " \
+        "(KeyError: 'url')\n"
+
+
+def test_a_card_on_a_branch_loads_that_branch_in_the_models_language(hub, tmp_path,
+                                                                     monkeypatch):
+    with_token(monkeypatch)
+    assert main(["export", "default", "hf:me/two"]) == 0
+    assert main(["export", "default-zh", "hf:me/two", "--revision", "zh"]) == 0
+    _, body = _card(hub, "me/two", "zh")
+    usage = body[:body.index("# Shipped model")]
+    assert "elmo embed hf:me/two@zh input.txt" in usage
+    assert 'Embedder.from_pretrained("hf:me/two@zh")' in usage
+    example = re.search(r'tokens = get_tokenizer\("chars"\)\("(.+)"\)', usage)
+    assert example and all("\u4e00" <= ch <= "\u9fff" or ch == "。" for ch in example[1])
+    tokens = get_tokenizer("chars")(example[1])
+    copy = Embedder.from_pretrained("hf:me/two@zh")
+    np.testing.assert_array_equal(copy.embed_sentence(tokens),
+                                  Embedder.from_pretrained("default-zh").embed_sentence(tokens))
+    _, main_body = _card(hub, "me/two")
+    assert 'Embedder.from_pretrained("hf:me/two")' in main_body
+    assert 'get_tokenizer("whitespace")("We sat on the river bank .")' in main_body
 
 
 def test_an_efml_model_is_published_converted_not_as_pickles(hub, tmp_path, monkeypatch):

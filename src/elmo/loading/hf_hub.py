@@ -14,12 +14,15 @@ The Hub's failures become `HubError`s that name the repo, the revision and the f
 from __future__ import annotations
 
 import importlib
+import logging
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
@@ -83,27 +86,64 @@ def listing(name: HubName) -> tuple[str, dict[str, int]]:
     """The commit `name`'s revision points to, and the files of its folder at that commit
     ({path relative to the folder: size in bytes}). Nothing is downloaded; a listing already
     in the cache is read from there (a commit's files never change), so offline works once
-    the model was downloaded."""
+    the model was downloaded. Where the Hub cannot be reached (offline, or an error of the
+    network), a branch or tag resolves to the commit it named when last seen."""
     hub = _hub()
     api = hub.HfApi(library_name=LIBRARY_NAME)
+    offline = hub.constants.is_offline_mode()
     with hub_errors(name):
-        commit = api.resolve_revision(name.repo_id, revision=name.revision).resolved
+        commit, reached = _resolve(hub, api, name, offline)
         try:
             files = {f.path: f.size for f in hub.get_cached_repo_tree(name.repo_id,
                                                                       revision=commit)}
         except hub.errors.CachedRepoTreeNotFoundError:
-            files = _snapshot_files(hub, name, commit) if hub.constants.is_offline_mode() \
-                else {}
-            files = files or {
-                f.path: f.size
-                for f in api.list_repo_tree(name.repo_id, revision=commit, recursive=True)
-                if isinstance(f, hub.hf_api.RepoFile)}
+            if not reached:  # no request: it would retry for half a minute, then fail
+                files = _snapshot_files(hub, name, commit)
+                if not files:
+                    raise _uncached(hub, name, "") from None
+            else:
+                files = {f.path: f.size for f in api.list_repo_tree(
+                    name.repo_id, revision=commit, recursive=True)
+                    if isinstance(f, hub.hf_api.RepoFile)}
+    if not reached and not offline:
+        warnings.warn(f"could not reach the Hub ({hub.constants.ENDPOINT}): {name} is the "
+                      f"commit {commit[:12]} it named when last seen", stacklevel=2)
     inside = {name.relative(p): size for p, size in files.items()
               if not name.subfolder or p.startswith(name.subfolder + "/")}
     if not inside:
         raise HubError(f"{name.repo_id} has no folder {name.subfolder!r} at commit "
                        f"{commit[:12]}" if name.subfolder else f"{name.repo_id} holds no files")
     return commit, inside
+
+
+def _resolve(hub: ModuleType, api: Any, name: HubName, offline: bool) -> tuple[str, bool]:
+    """The commit `name`'s revision points to, and whether the Hub said so (else the cache
+    did). Offline, the cache is asked alone; huggingface_hub's warning that it could not reach
+    the Hub and used the cached commit is withheld (`listing` says it in its own words)."""
+    if offline:
+        return api.resolve_revision(name.repo_id, revision=name.revision,
+                                    local_files_only=True).resolved, False
+    fallback = _CacheFallback()
+    logger = logging.getLogger(hub.hf_api.__name__)
+    logger.addFilter(fallback)
+    try:
+        commit = api.resolve_revision(name.repo_id, revision=name.revision).resolved
+    finally:
+        logger.removeFilter(fallback)
+    return commit, not fallback.seen
+
+
+class _CacheFallback(logging.Filter):
+    """Withholds (and notes) huggingface_hub's warning that it resolved a revision from the
+    cache because the Hub could not be reached (offline, refused, timed out, answered 5xx)."""
+
+    seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Could not reach the Hub"):
+            self.seen = True
+            return False
+        return True
 
 
 def _snapshot_files(hub: ModuleType, name: HubName, commit: str) -> dict[str, int]:
@@ -159,6 +199,9 @@ def hub_errors(name: HubName) -> Iterator[None]:
     errors, constants = hub.errors, hub.constants
     token = "HF_TOKEN is set, but its account cannot read it" if hub.get_token() \
         else "no token was given: set HF_TOKEN (or run `hf auth login`)"
+    # HfHubHTTPError derives from its HTTP client's base error (httpx2.HTTPError, say), which
+    # the client raises for a connection refused or a timeout too
+    transport = tuple(c for c in errors.HfHubHTTPError.__bases__ if c is not OSError)
     try:
         yield
     except errors.GatedRepoError:
@@ -173,21 +216,31 @@ def hub_errors(name: HubName) -> Iterator[None]:
                        f"is private and {token}") from None
     except (errors.LocalEntryNotFoundError, errors.RevisionResolutionError,
             errors.OfflineModeIsEnabled, errors.CachedRepoTreeNotFoundError) as err:
-        if constants.is_offline_mode():
-            raise HubError(f"{name} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
-                           " and HF_HUB_OFFLINE is set: run once with the network (unset "
-                           "HF_HUB_OFFLINE) to download it") from None
-        raise HubError(f"could not reach the Hub ({constants.ENDPOINT}) for {name.where}, and "
-                       f"the cache does not hold it: {err}") from None
+        raise _uncached(hub, name, f": {first_line(err)}") from None
     except errors.HfHubHTTPError as err:
         status = getattr(err.response, "status_code", None)
         why = f"; {token}" if status in (401, 403) else ""
         raise HubError(f"the Hub ({constants.ENDPOINT}) refused {name.where}: "
-                       f"{_first_line(err)}{why}") from None
+                       f"{first_line(err)}{why}") from None
+    except transport as err:  # refused, timed out, ...
+        raise _uncached(hub, name, f": {first_line(err)}") from None
     except OSError as err:  # a transfer cut short: huggingface_hub keeps no part of it
-        raise HubError(f"the transfer of {name} failed ({_first_line(err)}); nothing of it is "
+        raise HubError(f"the transfer of {name} failed ({first_line(err)}); nothing of it is "
                        "used: run the command again") from None
 
 
-def _first_line(err: Exception) -> str:
+def _uncached(hub: ModuleType, name: HubName, detail: str) -> HubError:
+    """The error for a model whose files the cache does not hold while the Hub is out of
+    reach: offline, or unreachable (`detail`: what the network said)."""
+    constants = hub.constants
+    if constants.is_offline_mode():
+        return HubError(f"{name} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+                        "and HF_HUB_OFFLINE is set: run once with the network (unset "
+                        "HF_HUB_OFFLINE) to download it")
+    return HubError(f"could not reach the Hub ({constants.ENDPOINT}) for {name.where}, and the "
+                    f"cache does not hold it{detail}")
+
+
+def first_line(err: Exception) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ EXPORT_FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"),
 PROSE_CARD = "MODEL_CARD.md"  # a shipped model's card, in Markdown
 README = "README.md"
 TAGS = ["elmo", "bilm", "contextual-embeddings", "feature-extraction"]
+EXAMPLES = {"en": "We sat on the river bank .", "zh": "我们坐在河岸上。"}  # the card's example
+EXTRA_OF = {"jieba": ("zh",), "moses": ("moses",)}  # the extras a tokenizer needs
 
 
 def export_names(files: ModelFiles, fmt: str) -> tuple[str, ...]:
@@ -117,23 +121,43 @@ def push_to_hub(
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
     exported_from = loaded.files.name
     api = hub.HfApi(token=token, library_name=hf_hub.LIBRARY_NAME)
-    with tempfile.TemporaryDirectory(prefix="elmo-push-") as tmp, hf_hub.hub_errors(name):
-        save_model(loaded, tmp, "native", exported_from=exported_from)
-        card = model_card(loaded, name, language=language, license=license)
-        (Path(tmp) / README).write_text(card, encoding="utf-8")
-        api.create_repo(name.repo_id, private=private, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="elmo-push-") as tmp:
+        with _step(name, "writing the model and its card"):
+            save_model(loaded, tmp, "native", exported_from=exported_from)
+            card = model_card(loaded, name, revision=revision, language=language,
+                              license=license)
+            (Path(tmp) / README).write_text(card, encoding="utf-8")
+        with _step(name, f"creating the repo {name.repo_id}"):
+            api.create_repo(name.repo_id, private=private, exist_ok=True)
         if revision is not None:
-            api.create_branch(name.repo_id, branch=revision, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=name.repo_id, folder_path=tmp, path_in_repo=name.subfolder or None,
-            revision=revision, commit_message=commit_message or f"Upload {exported_from}")
+            with _step(name, f"creating the branch {revision!r} of {name.repo_id}"):
+                api.create_branch(name.repo_id, branch=revision, exist_ok=True)
+        with _step(name, f"uploading to {name.repo_id}"):
+            commit = api.upload_folder(
+                repo_id=name.repo_id, folder_path=tmp, path_in_repo=name.subfolder or None,
+                revision=revision, commit_message=commit_message or f"Upload {exported_from}")
     return commit.commit_url
 
 
-def model_card(loaded: LoadedModel, name: hf_hub.HubName, *,
+@contextmanager
+def _step(name: hf_hub.HubName, what: str) -> Iterator[None]:
+    """One step of publishing: the Hub's errors as `hub_errors` words them; any other error of
+    a library (an answer it did not expect, say) a HubError naming the step."""
+    try:
+        with hf_hub.hub_errors(name):
+            yield
+    except ElmoError:
+        raise
+    except Exception as err:
+        raise hf_hub.HubError(f"publishing to {name}: {what} failed ({type(err).__name__}: "
+                              f"{hf_hub.first_line(err)})") from err
+
+
+def model_card(loaded: LoadedModel, name: hf_hub.HubName, *, revision: str | None = None,
                language: str | list[str] | None = None, license: str | None = None) -> str:
-    """`README.md` for the Hub: its YAML metadata, how to load the model, what it is (a
-    shipped model's own card, else a table of its facts) and the perplexity it records."""
+    """`README.md` for the Hub: its YAML metadata, how to load the model (from branch
+    `revision` when given), what it is (a shipped model's own card, else a table of its facts)
+    and the perplexity it records."""
     hub = import_extra("huggingface_hub", "publishing to the Hub")
     record = model_record(loaded.files, loaded.files.name)
     perplexity = {text: p for text, p in record.get("perplexity", {}).items()
@@ -143,16 +167,13 @@ def model_card(loaded: LoadedModel, name: hf_hub.HubName, *,
         dataset_type=text, dataset_name=text, metric_type="perplexity",
         metric_name="perplexity (mean of both directions)", metric_value=round(p["average"], 2))
         for text, p in perplexity.items()]
+    language = language or record.get("language")
     metadata = hub.ModelCardData(
-        library_name=hf_hub.LIBRARY_NAME, language=language or record.get("language"),
+        library_name=hf_hub.LIBRARY_NAME, language=language,
         license=license or record.get("license"), tags=TAGS, pipeline_tag="feature-extraction",
         model_name=name.repo_id.split("/")[-1], eval_results=results or None)
-    model = str(hf_hub.HubName(name.repo_id, name.subfolder))
-    usage = (f"Load it with the `elmo` package (`pip install 'elmo-bilm[hub]'`):\n\n"
-             f"```\nelmo embed {model} input.txt vectors.hdf5\n```\n\n"
-             f"```python\nfrom elmo import Embedder\n\nembedder = Embedder.from_pretrained("
-             f"\"{model}\")\nlayers = embedder.embed_sentence([\"The\", \"bank\", \"raised\", "
-             f"\"rates\", \".\"])  # (L+1, 5, 2P)\n```\n")
+    usage = _usage(str(hf_hub.HubName(name.repo_id, name.subfolder, revision)),
+                   record.get("tokenizer"), _example_language(loaded, language))
     prose = loaded.files.directory / PROSE_CARD if loaded.files.directory else None
     if prose is not None and prose.is_file():
         body = f"{usage}\n{prose.read_text(encoding='utf-8')}"
@@ -160,6 +181,36 @@ def model_card(loaded: LoadedModel, name: hf_hub.HubName, *,
         body = f"# {name.repo_id.split('/')[-1]}\n\nAn ELMo biLM.\n\n{usage}\n" \
             + _facts(loaded, record) + _perplexity_table(perplexity)
     return f"---\n{metadata.to_yaml()}\n---\n\n{body}"
+
+
+def _usage(model: str, tokenizer: str | None, language: str) -> str:
+    """How to load `model` (a Hub name): the command, and Python that splits an example
+    sentence in `language` with the model's recorded `tokenizer` (None: whitespace)."""
+    extras = ",".join(["hub", *(EXTRA_OF.get(tokenizer or "", ()))])
+    split = f"the `{tokenizer}` tokenizer, as in training" if tokenizer \
+        else "whitespace (the model records no tokenizer)"
+    return (f"Load it with the `elmo` package (`pip install 'elmo-bilm[{extras}]'`); text is "
+            f"split with {split}:\n\n"
+            f"```\nelmo embed {model} input.txt vectors.hdf5\n```\n\n"
+            f"```python\nfrom elmo import Embedder, get_tokenizer\n\n"
+            f"embedder = Embedder.from_pretrained(\"{model}\")\n"
+            f"tokens = get_tokenizer(\"{tokenizer or 'whitespace'}\")(\"{EXAMPLES[language]}\")\n"
+            f"layers = embedder.embed_sentence(tokens)  # (L+1, len(tokens), 2P)\n```\n")
+
+
+def _example_language(loaded: LoadedModel, language: str | list[str] | None) -> str:
+    """The language of the card's example (a key of EXAMPLES): the card's first language if
+    there is an example in it; else Chinese for a model whose vocabulary is mostly Han
+    characters, else English."""
+    first = language if isinstance(language, str) or language is None else language[0]
+    if first in EXAMPLES:
+        return first
+    vocab = loaded.files.vocab_file
+    c = loaded.bilm.config
+    words = vocab.read_text(encoding="utf-8").split() if vocab is not None \
+        else c.word_vocab or c.char_vocab
+    han = sum(any("\u4e00" <= ch <= "\u9fff" for ch in w) for w in words)
+    return "zh" if han > len(words) / 2 else "en"
 
 
 def _facts(loaded: LoadedModel, record: dict[str, Any]) -> str:

@@ -289,11 +289,12 @@ def official_pair(names: Collection[str], where: str) -> tuple[str, str]:
         return options[0], weights[0]
     shown = sorted(names)
     found = ", ".join(shown[:30]) + (f" and {len(shown) - 30} more" if len(shown) > 30 else "")
-    raise ElmoError(
-        f"{where} is no model directory: it should hold {FORMATS_NEEDED}; found "
-        f"{found or 'no files'} (options {options}, weights {weights}). Put the options/weights "
-        "pair you mean in a directory of its own."
-    )
+    if options and weights:  # several of either: which pair is meant is not known
+        raise ElmoError(f"{where} holds several options or weights files (options {options}, "
+                        f"weights {weights}; found {found}): put the options/weights pair you "
+                        "mean in a directory of its own")
+    raise ElmoError(f"{where} holds no model: a model is {FORMATS_NEEDED}; found "
+                    f"{found or 'no files'}")
 
 
 def _named(candidates: list[str], word: str) -> list[str]:
