@@ -30,14 +30,13 @@ WikiText-2's `train.txt.gz` for training speed; default: ../shared/bench and
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,7 @@ from common import (
 
 from elmo import batch_to_ids, load_bilm_tf
 from elmo.config import BiLMConfig
-from elmo.device import tf32_allowed
+from elmo.device import computing_in, tf32_allowed
 from elmo.embed import Embedder
 from elmo.loading import load_model
 from elmo.modules.bilm import BiLM
@@ -67,14 +66,6 @@ FIXTURES = {  # folder under fixtures/bilm-tf -> its sentences file
     "bilm-tf": ("bilm-tf_tests_fixtures/model", "lm_embeddings_sentences.json"),
     "allennlp": ("allennlp_test_fixtures_elmo", "sentences.json"),
 }
-
-
-@contextlib.contextmanager
-def precision(name: str, device: torch.device) -> Iterator[None]:
-    """fp32 (TF32 off for matmuls and convolutions), tf32 (on), bf16 (autocast)."""
-    with tf32_allowed(name == "tf32"), \
-            torch.autocast(device.type, dtype=torch.bfloat16, enabled=name == "bf16"):
-        yield
 
 
 def synchronize(device: torch.device) -> None:
@@ -190,7 +181,7 @@ def random_model(preset: str, seed: int = 0) -> BiLM:
 def layers_on(model: BiLM, sentences: list[list[str]], device: torch.device, mode: str,
               graphs: bool) -> torch.Tensor:
     model.to(device).cuda_graphs = graphs
-    with torch.inference_mode(), precision(mode, device):
+    with torch.inference_mode(), computing_in(mode, device):
         return model(batch_to_ids(sentences).to(device)).layers.float().cpu()
 
 
@@ -214,7 +205,7 @@ def fixture_errors(root: Path, device: torch.device) -> dict[str, Any]:
         sentences = json.loads((path / sentences_file).read_text())
         expected = [h5py.File(path / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
         worst = 0.0
-        with torch.inference_mode(), precision("fp32", device):
+        with torch.inference_mode(), computing_in("fp32", device):
             for i in range(10):
                 batch = [sentences[k][i].split() for k in range(3)]
                 top = model(batch_to_ids(batch).to(device)).layers[-1].cpu().numpy()
@@ -280,7 +271,7 @@ def embed_run(model: BiLM, sentences: list[list[str]], device: torch.device, bud
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-    with precision(mode, device):
+    with computing_in(mode, device):
         for _ in range(2):
             embedder = Embedder(model, device=device, batch_size=budget, max_tokens=budget)
             synchronize(device)
@@ -323,7 +314,7 @@ def breakdown(model: BiLM, sentences: list[list[str]], device: torch.device, bud
         return 1000 * (time.perf_counter() - start) / repeats
 
     result: dict[str, float] = {"sentences": len(batch), "tokens": used}
-    with torch.inference_mode(), precision("tf32", device):
+    with torch.inference_mode(), computing_in("tf32", device):
         result["host: batch_to_ids + copy"] = timed(lambda: batch_to_ids(batch).to(device))
         ids = batch_to_ids(batch).to(device)
         mask = (ids > 0).any(-1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import h5py
 import pytest
 import torch
 
@@ -122,3 +123,37 @@ def test_cuda_graphs_equal_eager_and_cpu(monkeypatch):
                 got = model(batch_to_ids(sentences).cuda()).layers.cpu()
                 torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     assert model._graphs.failed is None and model._graphs.graphs
+
+
+def test_embedder_precision_bf16_is_close_to_fp32_and_recorded():
+    """`precision` is the arithmetic of an Embedder's batches: fp32 by default, bf16 through
+    autocast (close to fp32, not equal); it is one of the settings a file job records."""
+    from elmo.embed import Embedder
+
+    sentences = _sentences(6, seed=9)
+    fp32 = Embedder(random_bilm(seed=9), device="cpu")
+    bf16 = Embedder(random_bilm(seed=9), device="cpu", precision="bf16")
+    for got, expected in zip(bf16.embed_sentences(sentences), fp32.embed_sentences(sentences),
+                             strict=True):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert 0 < abs(got - expected).max() < 0.1
+    assert "precision" not in fp32.settings() and bf16.settings()["precision"] == "bf16"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        Embedder(random_bilm(), device="cpu", precision="fp16")
+
+
+def test_elmo_embed_precision_option(tmp_path):
+    from elmo.cli import main
+    from elmo.loading.formats import save_pretrained
+
+    save_pretrained(random_bilm(seed=10), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\nd e\n")
+    outputs = {}
+    for precision in ("fp32", "tf32", "bf16"):
+        out = tmp_path / f"{precision}.hdf5"
+        assert main(["embed", str(tmp_path / "model"), str(tmp_path / "in.txt"), str(out),
+                     "--device", "cpu", "--precision", precision, "--quiet"]) == 0
+        with h5py.File(out) as f:
+            outputs[precision] = f["0"][...]
+    assert (outputs["tf32"] == outputs["fp32"]).all()  # no TF32 on the CPU
+    assert 0 < abs(outputs["bf16"] - outputs["fp32"]).max() < 0.1

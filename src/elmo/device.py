@@ -65,3 +65,17 @@ def tf32_allowed(enabled: bool) -> Iterator[None]:
     finally:
         for (holder, name, _, _), value in zip(switches, before, strict=True):
             setattr(holder, name, value)
+
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+@contextmanager
+def computing_in(precision: str, device: torch.device) -> Iterator[None]:
+    """Inside: the arithmetic of `precision` on `device`: fp32 (no TF32), tf32 (CUDA matmuls
+    and convolutions in TF32; fp32 elsewhere) or bf16 (`torch.autocast` in bfloat16)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    with tf32_allowed(precision == "tf32"), \
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        yield

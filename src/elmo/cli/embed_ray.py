@@ -56,6 +56,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                      f"{args.paths}")
     if args.batch_size < 1 or (args.workers or 1) < 1 or (args.block_lines or 1) < 1:
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
+    if args.precision != "fp32":
+        parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "
+                     "or --precision")
     from elmo.ray import embed_files  # needs the [ray] extra
 
     model, inputs, output = args.paths

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elmo.config import check_fields
+from elmo.device import PRECISIONS
 from elmo.errors import raise_failed
 from elmo.modules.language_model import SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
 
 OPTIMIZERS = ("adagrad", "adam")
-PRECISIONS = ("fp32", "tf32", "bf16")
 SCHEDULES = ("constant", "slanted-triangular")
 DEFAULT_LR = {"adagrad": 0.2, "adam": 1e-3}
 DEFAULT_PRESET = "small"
