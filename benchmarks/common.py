@@ -24,6 +24,7 @@ import torch
 
 from elmo.config import PRESETS, BiLMConfig
 from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import resolve_softmax
 from elmo.training import TrainConfig, Trainer, TrainResult, evaluate_perplexity
 from elmo.training.evaluate import PerplexityTotals
@@ -127,6 +128,18 @@ def preset_name(config: BiLMConfig) -> str | None:
                 if k not in ("vocab_size", "dropout", "extra_options")}
 
     return next((name for name, preset in PRESETS.items() if arch(preset) == arch(config)), None)
+
+
+def random_model(preset: str, seed: int = 0) -> BiLM:
+    """A biLM of `preset` with random weights, biases too (so that no gate sits at its
+    initial value)."""
+    torch.manual_seed(seed)
+    model = BiLM(BiLMConfig.preset(preset))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    return model.eval()
 
 
 def n_parameters(module: torch.nn.Module) -> int:

@@ -50,11 +50,11 @@ from common import (
     forward_flops_per_token,
     head_lines,
     open_text,
+    random_model,
     training_flops_per_token,
 )
 
 from elmo import batch_to_ids, load_bilm_tf
-from elmo.config import BiLMConfig
 from elmo.device import computing_in, tf32_allowed
 from elmo.embed import Embedder
 from elmo.loading import load_model
@@ -163,16 +163,6 @@ def sentences_of(path: Path, max_tokens: int) -> list[list[str]]:
             if total >= max_tokens:
                 break
     return sentences
-
-
-def random_model(preset: str, seed: int = 0) -> BiLM:
-    torch.manual_seed(seed)
-    model = BiLM(BiLMConfig.preset(preset))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.uniform_(-0.5, 0.5)
-    return model.eval()
 
 
 # ---- correctness ---------------------------------------------------------------------------
@@ -493,6 +483,12 @@ class TrainRun:
 # ---- the table -----------------------------------------------------------------------------
 
 
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table's lines."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
 def markdown(data: dict[str, Any]) -> str:
     c = data.get("card", {})
     lines = [f"# {c.get('name', c.get('device', '?'))}, torch {c.get('torch')}, CUDA "
@@ -515,28 +511,25 @@ def markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {check} | {result} | |")
     lines.append("")
     if data.get("embedding"):
-        lines += ["## Embedding", "", "| preset | budget | precision | graphs | tokens/s | "
-                  "first pass | limit | frac | peak MB |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in data["embedding"]:
-            lines.append(f"| {r['preset']} | {r['budget']:,} | {r['precision']} | "
-                         f"{'yes' if r['graphs'] else 'no'} | {r['tokens_per_s']:,.0f} | "
-                         f"{r['first_pass_tokens_per_s']:,.0f} | {r['limit_tokens_per_s']:,.0f} | "
-                         f"{r['fraction_of_limit']:.3f} | {r['peak_memory_mb'] or 0:,.0f} |")
-        lines.append("")
+        lines += ["## Embedding", "", *md_table(
+            ["preset", "budget", "precision", "graphs", "tokens/s", "first pass", "limit", "frac",
+             "peak MB"],
+            [[r["preset"], f"{r['budget']:,}", r["precision"], "yes" if r["graphs"] else "no",
+              f"{r['tokens_per_s']:,.0f}", f"{r['first_pass_tokens_per_s']:,.0f}",
+              f"{r['limit_tokens_per_s']:,.0f}", f"{r['fraction_of_limit']:.3f}",
+              f"{r['peak_memory_mb'] or 0:,.0f}"] for r in data["embedding"]]), ""]
     for preset, parts in (data.get("breakdown") or {}).items():
         if parts:
             lines += [f"Breakdown, {preset}, one batch (ms): "
                       + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), ""]
     if data.get("training"):
-        lines += ["## Pretraining", "", "| preset | batch | precision | step loop | tokens/s | "
-                  "limit | frac | softmax | peak MB |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in data["training"]:
-            lines.append(f"| {r['preset']} | {r['batch_size']} | {r['precision']} | "
-                         f"{r['step_loop']} | "
-                         f"{r['tokens_per_s']:,.0f} | {r['limit_tokens_per_s']:,.0f} | "
-                         f"{r['fraction_of_limit']:.3f} | {r['softmax']} | "
-                         f"{r['peak_memory_mb'] or 0:,.0f} |")
-        lines.append("")
+        lines += ["## Pretraining", "", *md_table(
+            ["preset", "batch", "precision", "step loop", "tokens/s", "limit", "frac", "softmax",
+             "peak MB"],
+            [[r["preset"], str(r["batch_size"]), r["precision"], r["step_loop"],
+              f"{r['tokens_per_s']:,.0f}", f"{r['limit_tokens_per_s']:,.0f}",
+              f"{r['fraction_of_limit']:.3f}", r["softmax"], f"{r['peak_memory_mb'] or 0:,.0f}"]
+             for r in data["training"]]), ""]
     for name, tables in (data.get("profiles") or {}).items():
         for key, table in (tables or {}).items():
             lines += [f"Profile of pretraining {name}, {key}:", "", "```", table, "```", ""]

@@ -38,10 +38,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-from common import DATA, RESULTS
+from common import DATA, RESULTS, random_model
 
-from elmo import BiLM, BiLMConfig, save_bilm_tf
+from elmo import save_bilm_tf
 from elmo.io.fasta import read_fasta
 
 PROTEINS = DATA / "proteins" / "deeploc_test_set.fasta"
@@ -113,18 +112,6 @@ def stratified_sample(path: Path, size: int, longest: int | None = None) -> list
         return sequences
     step = (len(sequences) - 1) / max(size - 1, 1)
     return [sequences[round(i * step)] for i in range(size)]
-
-
-def random_model(preset: str, seed: int = 0) -> BiLM:
-    """A biLM of `preset` with random weights, biases too (so that no gate sits at its
-    initial value)."""
-    torch.manual_seed(seed)
-    model = BiLM(BiLMConfig.preset(preset))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.uniform_(-0.5, 0.5)
-    return model.eval()
 
 
 def child(script: str, *args: str, pythonpath: str | None = None) -> dict:
