@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
-from tests.conftest import random_bilm
+from tests.conftest import REPO, random_bilm
 
 
 def _info(capsys, *args) -> dict:
@@ -35,3 +40,13 @@ def test_info_of_an_official_pair(tmp_path, capsys):
     assert main(["info", str(tmp_path / "pair")]) == 0
     out = capsys.readouterr().out
     assert "bilm-tf" in out and "UTF-8 bytes" in out and "softmax" in out
+
+
+@pytest.mark.parametrize("args", [["info", "default"], ["info", "--json"]])
+def test_a_reader_that_closes_early_ends_any_command_quietly(args):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # as `| head` does, before the command (still importing) writes
+    _, stderr = proc.communicate(timeout=120)
+    assert stderr.decode() == "" and proc.returncode == 1
