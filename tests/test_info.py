@@ -11,6 +11,7 @@ import pytest
 
 from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
+from elmo.loading.resolve import FORMATS
 from tests.conftest import REPO, random_bilm
 
 
@@ -40,6 +41,16 @@ def test_info_of_an_official_pair(tmp_path, capsys):
     assert main(["info", str(tmp_path / "pair")]) == 0
     out = capsys.readouterr().out
     assert "bilm-tf" in out and "UTF-8 bytes" in out and "softmax" in out
+
+
+def test_the_format_has_one_name_in_text_and_json(tmp_path, capsys):
+    save_bilm_tf(random_bilm(), tmp_path / "pair")
+    for model, name in (("default", "native"), (tmp_path / "pair", "bilm-tf")):
+        assert _info(capsys, model)["format"] == name
+        assert main(["info", str(model)]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("format "))
+        assert row.split(maxsplit=1)[1] == f"{name} ({FORMATS[name]})"
 
 
 @pytest.mark.parametrize("args", [["info", "default"], ["info", "--json"]])

@@ -517,6 +517,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
         url = match.group(1)
         probe = Client(url)
         wait_for(lambda: probe.get("/health")[0] == 200, "the model to load")
+        assert json.loads(probe.get("/info")[1])["format"] == "native"  # as `elmo info` says
         rng = np.random.default_rng(0)
         sentences = [list(rng.choice(["a", "bb", "ccc", "dd"], size=4000)) for _ in range(16)]
         with ThreadPoolExecutor(1) as pool:
