@@ -61,3 +61,12 @@ def test_a_reader_that_closes_early_ends_any_command_quietly(args):
     proc.stdout.close()  # as `| head` does, before the command (still importing) writes
     _, stderr = proc.communicate(timeout=120)
     assert stderr.decode() == "" and proc.returncode == 1
+
+
+def test_a_broken_pipe_other_than_stdout_is_still_reported(monkeypatch, capsys):
+    def run(args, parser):
+        raise BrokenPipeError(32, "Broken pipe")  # as a write to a child process may
+
+    monkeypatch.setattr("elmo.cli.info.run", run)
+    assert main(["info"]) == 1
+    assert capsys.readouterr().err == "elmo: error: [Errno 32] Broken pipe\n"
