@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
-from tests.conftest import random_bilm
+from elmo.loading.resolve import FORMATS
+from tests.conftest import REPO, random_bilm
 
 
 def _info(capsys, *args) -> dict:
@@ -35,3 +41,32 @@ def test_info_of_an_official_pair(tmp_path, capsys):
     assert main(["info", str(tmp_path / "pair")]) == 0
     out = capsys.readouterr().out
     assert "bilm-tf" in out and "UTF-8 bytes" in out and "softmax" in out
+
+
+def test_the_format_has_one_name_in_text_and_json(tmp_path, capsys):
+    save_bilm_tf(random_bilm(), tmp_path / "pair")
+    for model, name in (("default", "native"), (tmp_path / "pair", "bilm-tf")):
+        assert _info(capsys, model)["format"] == name
+        assert main(["info", str(model)]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("format "))
+        assert row.split(maxsplit=1)[1] == f"{name} ({FORMATS[name]})"
+
+
+@pytest.mark.parametrize("args", [["info", "default"], ["info", "--json"]])
+def test_a_reader_that_closes_early_ends_any_command_quietly(args):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # as `| head` does, before the command (still importing) writes
+    _, stderr = proc.communicate(timeout=120)
+    assert stderr.decode() == "" and proc.returncode == 1
+
+
+def test_a_broken_pipe_other_than_stdout_is_still_reported(monkeypatch, capsys):
+    def run(args, parser):
+        raise BrokenPipeError(32, "Broken pipe")  # as a write to a child process may
+
+    monkeypatch.setattr("elmo.cli.info.run", run)
+    assert main(["info"]) == 1
+    assert capsys.readouterr().err == "elmo: error: [Errno 32] Broken pipe\n"

@@ -15,6 +15,7 @@ import time
 
 import h5py
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import ray
@@ -24,7 +25,7 @@ from elmo.cli import main
 from elmo.embed import Embedder, select_layers
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.fasta import dataset_name, scan_fasta
-from elmo.io.parquet_output import MANIFEST, parquet_to_hdf5, write_block
+from elmo.io.parquet_output import MANIFEST, embedding_arrays, parquet_to_hdf5, write_block
 from elmo.ray import Embed
 from elmo.ray.files import BlockWriter, _check_resources
 from tests.conftest import REPO, random_bilm
@@ -251,6 +252,32 @@ def test_fasta_input_is_checked_before_ray_starts(model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         _run("embed", model_dir, corpus / "a.fasta", out, "--ray", "--pool", "mean")
     assert "--pool: not with --ray" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])  # layers "top" or "average"; "all"
+def test_embedding_arrays_takes_what_pyarrow_and_pandas_read(tmp_path, lead):
+    rng = np.random.default_rng(0)
+    blocks = [[rng.random((*lead, n, 4), dtype=np.float32) for n in lengths]
+              for lengths in ((2, 0, 5), (1,), (0,))]  # a file each: pyarrow reads chunks
+    for i, arrays in enumerate(blocks):
+        lines = list(range(len(arrays)))
+        write_block(tmp_path / f"part-00000{i}.parquet", "in.txt", lines, ["x"] * len(lines),
+                    [["x"]] * len(lines), arrays)
+    columns = {"pyarrow": pq.read_table(tmp_path)["embedding"],
+               "pyarrow, combined": pq.read_table(tmp_path)["embedding"].combine_chunks(),
+               "pandas": pd.read_parquet(tmp_path)["embedding"],
+               "pandas, arrow types": pd.read_parquet(tmp_path, dtype_backend="pyarrow")[
+                   "embedding"]}
+    for how, column in columns.items():
+        got = embedding_arrays(column)
+        assert [a.shape for a in got] == [a.shape for a in sum(blocks, [])], how
+        for a, b in zip(got, sum(blocks, []), strict=True):
+            assert a.dtype == np.float32 and np.array_equal(a, b), how
+
+
+def test_embedding_arrays_refuses_a_column_of_something_else():
+    with pytest.raises(ElmoError, match="not an embedding column: its rows are double"):
+        embedding_arrays(pd.Series([1.0, 2.0]))
 
 
 def test_merge_refuses_an_id_of_two_fasta_files(tmp_path):

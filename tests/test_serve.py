@@ -296,6 +296,11 @@ def test_32_concurrent_clients_are_batched_and_get_their_own_vectors(served):
     ({"inputs": ["a", "  "]}, 422, "inputs[1] has no tokens"),
     ({"text": "a"}, 422, "inputs: Field required"),
     ({"inputs": "a", "normalize": "maybe"}, 422, "normalize"),
+    ({"inputs": "a", "normalize": "yes"}, 422, "normalize: Input should be a valid boolean"),
+    ({"inputs": "a", "normalize": 1}, 422, "normalize: Input should be a valid boolean"),
+    ({"inputs": "a", "truncate": "true"}, 422, "truncate"),
+    ({"inputs": [["a", ""]]}, 422, "inputs[0][1] is an empty token"),
+    ({"inputs": ["b", ["a", "c", ""]]}, 422, "inputs[1][2] is an empty token"),
     ({"inputs": "a", "layers": "all"}, 422, "layers"),
 ])
 def test_bad_requests_name_the_field_and_the_service_goes_on(client, body, status, field):
@@ -303,6 +308,15 @@ def test_bad_requests_name_the_field_and_the_service_goes_on(client, body, statu
     assert got == status and field in answer["error"], answer
     assert "Traceback" not in answer["error"]
     assert client.post("/embed", {"inputs": "good after bad"})[0] == 200
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"inputs": [["a", ""]]}, "inputs[0][1] is an empty token"),
+    ({"inputs": "a", "add_special_tokens": "yes"}, "add_special_tokens"),
+])
+def test_tokenize_refuses_empty_tokens_and_booleans_that_are_not(client, body, field):
+    got, answer = client.post("/tokenize", body)
+    assert got == 422 and field in answer["error"], answer
 
 
 def test_malformed_json_payload_too_large_and_openai_errors(client):
@@ -503,6 +517,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
         url = match.group(1)
         probe = Client(url)
         wait_for(lambda: probe.get("/health")[0] == 200, "the model to load")
+        assert json.loads(probe.get("/info")[1])["format"] == "native"  # as `elmo info` says
         rng = np.random.default_rng(0)
         sentences = [list(rng.choice(["a", "bb", "ccc", "dd"], size=4000)) for _ in range(16)]
         with ThreadPoolExecutor(1) as pool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 import warnings
 from collections.abc import Sequence
@@ -72,7 +73,21 @@ def _actions_of(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted)."""
+    """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted).
+    A reader of stdout that leaves early (`elmo info | head -3`) ends the command quietly
+    with status 1, as Python's docs recommend for SIGPIPE."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # meet a reader that left here, not at the interpreter's exit
+    except BrokenPipeError:
+        # what is still buffered goes nowhere, and the flush at exit raises nothing again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     threads = args.threads if args.threads is not None else args.threads_before
@@ -90,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("elmo: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     except (ElmoError, ValueError, OSError) as err:
-        if os.environ.get("ELMO_DEBUG"):
+        if os.environ.get("ELMO_DEBUG") or isinstance(err, BrokenPipeError) and _stdout_gone():
             raise
         print(f"elmo: error: {_describe(err)}", file=sys.stderr)
         return 1
@@ -101,3 +116,14 @@ def _describe(err: Exception) -> str:
     if isinstance(err, OSError) and err.strerror and err.filename:
         return f"{err.filename}: {err.strerror}"
     return str(err)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (polled as an error), as opposed
+    to a broken pipe to another process or a socket, which is an error to report."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, ValueError, OSError):  # no poll (Windows), or no file behind stdout
+        return False
+    return any(event & select.POLLERR for _, event in poller.poll(0))

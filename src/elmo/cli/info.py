@@ -9,13 +9,8 @@ from typing import Any
 
 from elmo.loading import hf_hub
 from elmo.loading.load import load_model
-from elmo.loading.resolve import ModelFiles, resolve_model
+from elmo.loading.resolve import FORMATS, ModelFiles, resolve_model
 from elmo.modules.bilm import BiLM
-
-FORMAT_NAMES = {"native": "ours (config.json + model.safetensors, or its shards)",
-                "bilm-tf": "bilm-tf / AllenNLP (options.json + weights.hdf5)",
-                "efml": "ELMoForManyLangs (config.json, char.dic, word.dic, *.pkl)",
-                "allennlp": "AllenNLP archive or Elmo weights (weights.th)"}
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -96,7 +91,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
         return 0
-    rows = [("model", info["model"]), ("format", FORMAT_NAMES[info["format"]])]
+    rows = [("model", info["model"]), ("format", f"{info['format']} ({FORMATS[info['format']]})")]
     if "hub" in info:
         hub = info["hub"]
         rows += [("revision", f"{hub['revision']} (commit {hub['commit']})"),

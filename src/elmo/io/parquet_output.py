@@ -170,8 +170,16 @@ def embedding_column(arrays: Sequence[np.ndarray]) -> pa.Array:
     return nested
 
 
-def embedding_arrays(column: pa.Array) -> list[np.ndarray]:
-    """The inverse of `embedding_column`: one numpy array (*lead, n, D) per row."""
+def embedding_arrays(column: Any) -> list[np.ndarray]:
+    """The inverse of `embedding_column`: one numpy array (*lead, n, D) per row. `column` is
+    an `embedding` column as pyarrow reads it (an Array, or the ChunkedArray of
+    `pq.read_table(directory)["embedding"]`) or as pandas does (the Series of
+    `pd.read_parquet(directory)["embedding"]`, whose rows are nested object arrays)."""
+    if isinstance(column, pa.ChunkedArray):
+        return [array for chunk in column.chunks for array in embedding_arrays(chunk)]
+    if not isinstance(column, pa.Array):  # pandas (a Series of arrow types gives chunks)
+        return embedding_arrays(pa.array(column))
+    column = _fixed_sizes(column)
     lead: list[int] = []
     while pa.types.is_fixed_size_list(column.type) and \
             not pa.types.is_floating(column.type.value_type):
@@ -188,6 +196,27 @@ def embedding_arrays(column: pa.Array) -> list[np.ndarray]:
         n = int(lengths[row * per_row])
         arrays.append(vectors[stop - per_row * n: stop].reshape(*lead, n, dim))
     return arrays
+
+
+def _fixed_sizes(column: pa.Array) -> pa.Array:
+    """Nested lists (of any length where pyarrow reads pandas' object arrays) -> the types of
+    `embedding_column`: fixed-size lists of D floats, in lists of n, in fixed-size lists of
+    each leading size (the sizes are the first row's)."""
+    sizes, inner = [], column
+    while pa.types.is_list(inner.type) or pa.types.is_fixed_size_list(inner.type):
+        if pa.types.is_fixed_size_list(inner.type):
+            sizes.append(inner.type.list_size)
+        else:
+            lengths = pc.list_value_length(inner).to_numpy(zero_copy_only=False)
+            sizes.append(int(lengths[0]) if len(lengths) else 0)
+        inner = inner.flatten()
+    if len(sizes) < 2:
+        raise ElmoError(f"not an embedding column: its rows are {column.type}, not nested lists "
+                        "of vectors (n, D) or (L+1, n, D)")
+    nested = pa.list_(pa.list_(pa.float32(), sizes[-1]))
+    for size in reversed(sizes[:-2]):
+        nested = pa.list_(nested, size)
+    return column.cast(nested)
 
 
 def parquet_to_hdf5(directory: str | Path, output: str | Path, overwrite: bool = False) -> Path:

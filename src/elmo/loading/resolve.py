@@ -49,7 +49,12 @@ from elmo.runs import MARKER_NAME, TASK, run_kind
 
 DEFAULT_MODEL = "default"
 CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
-FORMATS = ("native", "efml", "allennlp", "bilm-tf")
+# The model formats: the one name that `elmo info`, its --json and `elmo serve`'s /info give
+# each, and what it is.
+FORMATS = {"native": f"this package's: {CONFIG_NAME} + {WEIGHTS_NAME}, or its shards",
+           "efml": f"ELMoForManyLangs: {', '.join(EFML_FILES)}, word.dic",
+           "allennlp": f"an AllenNLP archive or Elmo weights: {archive.WEIGHTS_NAME}",
+           "bilm-tf": "bilm-tf / AllenNLP: options .json + weights .hdf5"}
 FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}, or + {INDEX_NAME} and its "
                   "shards), an ELMoForManyLangs model "
                   f"({', '.join(EFML_FILES)}, word.dic), an AllenNLP archive ("

@@ -157,6 +157,10 @@ class Service:
             tokens = self.tokenize(item) if isinstance(item, str) else item
             if not tokens:
                 raise ApiError(422, f"{name} has no tokens")
+            if isinstance(item, list) and "" in item:  # tokenizers never make one
+                raise ApiError(422, f"{name}[{item.index('')}] is an empty token: a token has "
+                               "at least one character (as `elmo embed` splits its lines on "
+                               "whitespace); leave it out")
             if check_length and len(tokens) > max_tokens:
                 if cut is None:
                     hint = ', or send "truncate": true' if tei is not None else ""

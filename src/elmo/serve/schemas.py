@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 # One input: a string (split by the model's tokenizer) or a list of tokens taken as they are.
 Input = str | list[str]
@@ -13,7 +13,8 @@ Inputs = str | list[Input]
 
 
 class _Request(BaseModel):
-    # Unknown fields are ignored, as TEI and OpenAI clients send some of their own.
+    # Unknown fields are ignored, as TEI and OpenAI clients send some of their own. Booleans
+    # are strict: "yes" or 1 is refused, not read as true.
     model_config = ConfigDict(extra="ignore")
 
 
@@ -23,7 +24,7 @@ class TeiRequest(_Request):
     ("left") tokens instead of refusing it; `prompt_name` is refused (ELMo has no prompts)."""
 
     inputs: Inputs
-    truncate: bool | None = None
+    truncate: StrictBool | None = None
     truncation_direction: Literal["right", "left", "Right", "Left"] = "right"
     prompt_name: str | None = None
 
@@ -44,7 +45,7 @@ class EmbedRequest(TeiRequest):
     """`POST /embed` (and `POST /`, as TEI): one vector per input, the mean over its tokens
     of `layers`, L2-normalized unless `normalize` is false."""
 
-    normalize: bool = True
+    normalize: StrictBool = True
     layers: Literal["average", "top", "sum"] = "average"
     dimensions: int | None = None  # refused unless the model's (TEI shortens Matryoshka ones)
 
@@ -69,7 +70,7 @@ class TokenizeRequest(_Request):
     sentence boundaries `<S>` and `</S>` that the biLM reads (they get no vectors)."""
 
     inputs: Inputs
-    add_special_tokens: bool = False
+    add_special_tokens: StrictBool = False
 
 
 class Token(BaseModel):
