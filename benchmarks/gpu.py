@@ -58,10 +58,9 @@ from elmo import batch_to_ids, load_bilm_tf
 from elmo.device import computing_in, tf32_allowed
 from elmo.embed import Embedder
 from elmo.loading import load_model
-from elmo.modules.bilm import BiLM
+from elmo.modules.bilm import BiLM, add_boundaries
 from elmo.training import TrainConfig
 
-PRECISIONS = ("fp32", "tf32", "bf16")
 FIXTURES = {  # folder under fixtures/bilm-tf -> its sentences file
     "bilm-tf": ("bilm-tf_tests_fixtures/model", "lm_embeddings_sentences.json"),
     "allennlp": ("allennlp_test_fixtures_elmo", "sentences.json"),
@@ -309,8 +308,6 @@ def breakdown(model: BiLM, sentences: list[list[str]], device: torch.device, bud
         ids = batch_to_ids(batch).to(device)
         mask = (ids > 0).any(-1)
         lengths = mask.sum(1)
-        from elmo.modules.bilm import add_boundaries
-
         wrapped = add_boundaries(ids, lengths, model.bos_ids, model.eos_ids)
         result["char-CNN (distinct tokens)"] = timed(lambda: model.encode_tokens(wrapped))
         tokens = model.encode_tokens(wrapped)

@@ -30,16 +30,6 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> to
     return resolved
 
 
-def tf32_matmuls() -> bool:
-    """Whether CUDA float32 matmuls may round to TF32 now, however it was set (torch >= 2.9's
-    `fp32_precision`, which also reflects the older `allow_tf32`; reading `allow_tf32` after
-    the newer setting was used is an error there)."""
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        return matmul.fp32_precision == "tf32"
-    return bool(matmul.allow_tf32)
-
-
 def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:
     """(holder, attribute, value with TF32, value without) for CUDA matmuls and cuDNN
     convolutions: torch's `fp32_precision` settings where it has them (torch >= 2.9, where
@@ -67,15 +57,31 @@ def tf32_allowed(enabled: bool) -> Iterator[None]:
             setattr(holder, name, value)
 
 
+def tf32_matmuls() -> bool:
+    """Whether CUDA float32 matmuls may round to TF32 now, however it was set (torch >= 2.9's
+    `fp32_precision` also reflects the older `allow_tf32`)."""
+    holder, name, on, _ = _tf32_switches()[0]  # the matmuls' switch
+    return getattr(holder, name) == on
+
+
 PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def check_precision(precision: str) -> None:
+    """ValueError unless `precision` is one of PRECISIONS."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+
+
+def bf16_autocast(precision: str, device: torch.device) -> torch.autocast:
+    """`torch.autocast` in bfloat16 on `device` for bf16; a disabled one otherwise."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 @contextmanager
 def computing_in(precision: str, device: torch.device) -> Iterator[None]:
     """Inside: the arithmetic of `precision` on `device`: fp32 (no TF32), tf32 (CUDA matmuls
     and convolutions in TF32; fp32 elsewhere) or bf16 (`torch.autocast` in bfloat16)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    with tf32_allowed(precision == "tf32"), \
-            torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+    check_precision(precision)
+    with tf32_allowed(precision == "tf32"), bf16_autocast(precision, device):
         yield

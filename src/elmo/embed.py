@@ -16,7 +16,7 @@ import torch
 
 from elmo import embed_file as file_job
 from elmo.chars import check_sentences, check_tokens
-from elmo.device import PRECISIONS, computing_in, resolve_device
+from elmo.device import check_precision, computing_in, resolve_device
 from elmo.embed_file import (
     LAYER_MODES,
     OUTPUT_DTYPES,
@@ -136,8 +136,7 @@ class Embedder:
                             "use Embedder.from_pretrained(name_or_directory)")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        check_precision(precision)
         self.tokenizer, self.precision = tokenizer, precision
         # None: cuda if available, else cpu; int8 runs on the cpu.
         quantization = quantize or model.quantization

@@ -10,8 +10,6 @@ perplexity is always computed in fp32.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
 import torch
 
 
@@ -20,8 +18,3 @@ def resolve_precision(precision: str | None, device: torch.device) -> str:
     if precision is not None:
         return precision
     return "bf16" if device.type == "cuda" else "fp32"
-
-
-def autocast(precision: str, device: torch.device) -> AbstractContextManager[None]:
-    """The autocast context of a training forward pass: bfloat16 for bf16, else none."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")

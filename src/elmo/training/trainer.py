@@ -52,7 +52,7 @@ from tqdm import tqdm
 from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
-from elmo.device import tf32_allowed
+from elmo.device import bf16_autocast, tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
@@ -74,7 +74,7 @@ from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
-from elmo.training.precision import autocast, resolve_precision
+from elmo.training.precision import resolve_precision
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
 from elmo.training.saving import save_language_model, write_weights_copy
 from elmo.training.stream import BatchEncoder, BatchTensors, PreparedBatches, TrainStream
@@ -343,7 +343,7 @@ class Trainer:
             group["lr"] = base_lr * multiplier
 
         char_ids, targets, mask = batch.to(device)
-        with autocast(self.precision, device):
+        with bf16_autocast(self.precision, device):
             losses = lm(char_ids, targets, mask)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.total * cfg.unroll_steps).backward()
