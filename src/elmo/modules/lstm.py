@@ -66,7 +66,7 @@ def lstm_cell(
     c = torch.mul(i, j) if c_prev is None else torch.addcmul(ops.mul(f, c_prev), i, j)
     if cell_clip is not None:
         c = ops.clamp(c, -cell_clip, cell_clip)
-    h = product("proj", ops.mul(o, ops.tanh(ops.scratch(c))))  # (D, n, P)
+    h = product("proj", ops.mul(o, ops.tanh(ops.scratch(c))))  # (D, n, P); c itself is kept
     if proj_clip is not None:
         h = ops.clamp(h, -proj_clip, proj_clip)
     return h, c
