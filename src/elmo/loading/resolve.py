@@ -77,10 +77,10 @@ class ModelFiles:
     """A resolved MODEL: its `format` (the name of its record in
     `elmo.loading.formats.registry.FORMATS`), where it comes from (`source`: "path",
     "shipped", "release", "efml-release", "hub" or "files") and, once on this machine, where
-    its files are: `directory` (the model's directory; for an official
-    pair, the directory holding it, which may record its tokenizer), `options` and `weights`
-    (the official pair's two files). A Hub model also has the commit its name resolved to
-    (`revision`) and the repo files it reads, with their sizes (`remote`)."""
+    its files are: `directory` (the model's directory; for an official pair, the directory
+    holding it, which may record its tokenizer), `options` and `weights` (the official pair's
+    two files). A Hub model also has the commit its name resolved to (`revision`) and the
+    repo files it reads, with their sizes (`remote`)."""
 
     name: str
     format: str

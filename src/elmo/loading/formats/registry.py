@@ -56,7 +56,7 @@ EFML = ModelFormat(
     files_read=lambda names, where: efml.efml_files(names),
     load=lambda files: (efml.load_efml(files.directory), {}))
 ALLENNLP = ModelFormat(
-    "allennlp", f"an AllenNLP archive ({archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}) or an "
+    "allennlp", f"AllenNLP: an archive's {archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}, or an "
     f"Elmo's {archive.WEIGHTS_NAME} alone",
     detect=archive.holds_archive,
     files_read=lambda names, where: archive.archive_files(names),
