@@ -1,5 +1,7 @@
 """The file job: a text file (a sentence per line) or a FASTA file (a record per sequence) ->
-HDF5, resumable and shardable; and the save loop that the feature cache shares.
+HDF5, resumable and shardable; the save loop that the feature cache shares; and
+`EmbedSettings`, the embedding settings of every entry point (`elmo embed`, `--ray`,
+`elmo serve`, the feature cache), which `EmbedFileOptions` extends with the file's.
 
 `embed_file(embedder, INPUT, OUTPUT, EmbedFileOptions(...))` is `elmo embed` (and
 `Embedder.embed_file`). It takes any embedder with the few methods of `SentenceEmbedder`
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from elmo.device import check_precision
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.atomic import claim_output
 from elmo.io.fasta import dataset_name, is_fasta_path, read_fasta, scan_fasta
@@ -119,7 +120,8 @@ class EmbedSettings:
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
     model's, else whitespace), `batch_size` (sentences per batch), `max_tokens` (padded tokens
     per batch, "auto" or a number), `device` (None: cuda if available), `quantize` (None or
-    "int8"), `precision` (fp32, tf32 or bf16) and `stateful` (the original's protocol).
+    "int8"), `precision` (fp32, tf32 or bf16) and `stateful` (the original's protocol), which
+    the Embedder checks when it is made.
     """
 
     layers: str = "all"
@@ -137,14 +139,6 @@ class EmbedSettings:
         check_choices(("layers", self.layers, LAYER_MODES),
                       ("pool", self.pool, (None, *POOL_MODES)),
                       ("dtype", self.dtype, OUTPUT_DTYPES))
-        check_precision(self.precision)
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.max_tokens != AUTO and (isinstance(self.max_tokens, bool)
-                                        or not isinstance(self.max_tokens, int)
-                                        or self.max_tokens < 1):
-            raise ValueError(f"max_tokens must be {AUTO!r} or a whole number >= 1, got "
-                             f"{self.max_tokens!r}")
 
     def reduce(self, layers: np.ndarray) -> np.ndarray:
         """(L+1, n, D) -> what is kept: the chosen layers, pooled if asked, in `dtype`."""
