@@ -12,6 +12,7 @@ from elmo import batch_to_ids
 from elmo.embed import Embedder
 from elmo.modules import onednn
 from elmo.modules.bilm import add_boundaries
+from elmo.modules.lstm_backends import LSTMBackend
 from tests.conftest import random_bilm
 
 WORDS = "the of bank river money deposit 北京 , . a an is was loan fish water".split()
@@ -78,11 +79,11 @@ def test_inference_cell_and_zero_start_equal_the_autograd_path():
     model = random_bilm(seed=26)
     layer = model.lstm.layers[0]
     x = torch.randn(2, 4, 7, layer.input_weight.shape[1])
-    batch_sizes = [4, 4, 3, 3, 2, 1, 1]
+    lengths = torch.tensor([7, 5, 4, 2])
     with torch.enable_grad():
-        expected, (h, c) = layer(x, batch_sizes, layer.zero_state(4, x))  # no skipped step
+        expected, (h, c) = layer(x, lengths, layer.zero_state(4, x))  # no skipped step
     with torch.inference_mode():
-        got, (got_h, got_c) = layer(x, batch_sizes)
+        got, (got_h, got_c) = layer(x, lengths)
     for g, e in ((got, expected), (got_h, h), (got_c, c)):
         torch.testing.assert_close(g, e.detach(), atol=1e-6, rtol=0)
 
@@ -98,24 +99,23 @@ def test_skipping_the_last_boundary_step_changes_nothing():
     torch.testing.assert_close(inner.layers, expected, atol=1e-6, rtol=0)
 
 
-def test_time_chunked_gates_equal_one_chunk():
+def test_time_chunked_gates_equal_one_chunk(monkeypatch):
     model = random_bilm(seed=23)
     ids = batch_to_ids(_corpus(6, seed=2))
     with torch.inference_mode():
         reference = model(ids).layers
-        for layer in model.lstm.layers:
-            layer.gate_buffer_bytes = 1  # one time step per input-gate matmul
+        # One time step per input-gate matmul, in every back end.
+        monkeypatch.setattr(LSTMBackend, "gate_chunk_bytes", 1)
         chunked = model(ids).layers
     torch.testing.assert_close(chunked, reference, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("gate_buffer_bytes", [1, 64 * 2**20])
-def test_in_place_inference_path_equals_the_autograd_path(gate_buffer_bytes):
+@pytest.mark.parametrize("gate_chunk_bytes", [1, 64 * 2**20])
+def test_in_place_inference_path_equals_the_autograd_path(gate_chunk_bytes, monkeypatch):
     """Inference reuses one gate buffer and adds the state product into it in place; the
     autograd path allocates every tensor anew. Both from zero state and from a given one."""
     model = random_bilm(seed=24)
-    for layer in model.lstm.layers:
-        layer.gate_buffer_bytes = gate_buffer_bytes
+    monkeypatch.setattr(LSTMBackend, "gate_chunk_bytes", gate_chunk_bytes)
     ids = batch_to_ids(_corpus(7, seed=5))
     with torch.inference_mode():
         fast = model(ids).layers
@@ -125,10 +125,11 @@ def test_in_place_inference_path_equals_the_autograd_path(gate_buffer_bytes):
     layer = model.lstm.layers[0]
     x = torch.randn(2, 3, 5, layer.proj_dim)  # (D, B, T, P): the input size is P
     state = (torch.randn(2, 3, layer.proj_dim), torch.randn(2, 3, layer.cell_dim))
+    lengths = torch.tensor([5, 3, 2])
     with torch.inference_mode():
-        fast_out, (fast_h, fast_c) = layer(x, [3, 3, 2, 1, 1], state)
+        fast_out, (fast_h, fast_c) = layer(x, lengths, state)
     with torch.enable_grad():
-        plain_out, (plain_h, plain_c) = layer(x, [3, 3, 2, 1, 1], state)
+        plain_out, (plain_h, plain_c) = layer(x, lengths, state)
     for a, b in ((fast_out, plain_out), (fast_h, plain_h), (fast_c, plain_c)):
         torch.testing.assert_close(a, b.detach(), atol=1e-6, rtol=0)
 

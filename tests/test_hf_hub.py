@@ -322,7 +322,7 @@ def test_an_undetectable_layout_lists_the_files_and_the_layouts(hub, capsys):
 def test_an_empty_repo_holds_no_model(hub, capsys):
     hub.commit("me/empty", {})  # what the Hub creates: .gitattributes alone
     err = _error(capsys, "info", "hf:me/empty")
-    assert "hf:me/empty (commit " in err and "holds no model: a model is our format" in err
+    assert "hf:me/empty (commit " in err and "holds no model: a model is in one of" in err
     assert "found .gitattributes" in err and "directory of its own" not in err
 
 

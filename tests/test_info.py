@@ -11,7 +11,7 @@ import pytest
 
 from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
-from elmo.loading.resolve import FORMATS
+from elmo.loading.formats.registry import FORMATS
 from tests.conftest import REPO, random_bilm
 
 
@@ -50,7 +50,7 @@ def test_the_format_has_one_name_in_text_and_json(tmp_path, capsys):
         assert main(["info", str(model)]) == 0
         row = next(line for line in capsys.readouterr().out.splitlines()
                    if line.startswith("format "))
-        assert row.split(maxsplit=1)[1] == f"{name} ({FORMATS[name]})"
+        assert row.split(maxsplit=1)[1] == f"{name} ({FORMATS[name].description})"
 
 
 @pytest.mark.parametrize("args", [["info", "default"], ["info", "--json"]])

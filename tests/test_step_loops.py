@@ -76,8 +76,8 @@ def test_masked_layer_keeps_finished_rows_state_and_zeroes_their_output():
     lengths = torch.tensor([5, 2, 0])
     state = (torch.randn(2, 3, layer.proj_dim), torch.randn(2, 3, layer.cell_dim))
     with torch.inference_mode():
-        out, (h, c) = layer.forward_masked(x, lengths, state)
-        packed, (h_p, c_p) = layer(x[:, :2], [2, 2, 1, 1, 1], (state[0][:, :2], state[1][:, :2]))
+        out, (h, c) = layer(x, lengths, state, step_loop="masked")
+        packed, (h_p, c_p) = layer(x[:, :2], lengths[:2], (state[0][:, :2], state[1][:, :2]))
     assert not out[:, 1, 2:].any() and not out[:, 2].any()
     torch.testing.assert_close(out[:, :2], packed, atol=1e-6, rtol=0)
     torch.testing.assert_close(h[:, :2], h_p, atol=1e-6, rtol=0)

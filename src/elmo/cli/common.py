@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
 from elmo.tokenize import TOKENIZER_NAMES
 
 MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
               "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
-              "(hf:OWNER/REPO[/SUB/DIR][@REVISION]), or a directory: ours, an "
-              "ELMoForManyLangs model, an AllenNLP archive (config.json + weights.th) or an "
-              "Elmo's weights.th, or one holding an official options/weights pair")
+              "(hf:OWNER/REPO[/SUB/DIR][@REVISION]), or a directory in one of the formats "
+              + formats_described())
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

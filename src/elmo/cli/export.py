@@ -11,6 +11,7 @@ from pathlib import Path
 from elmo.cli.common import MODEL_HELP, add_overwrite
 from elmo.errors import ElmoError
 from elmo.io.atomic import claim_output
+from elmo.loading.formats.registry import BILM_TF, NATIVE
 from elmo.loading.hf_hub import PREFIX as HUB_PREFIX
 from elmo.loading.hf_hub import parse_hub_name
 from elmo.loading.load import load_model
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                    if getattr(args, o)]
     if hub_options:
         parser.error(f"{', '.join(hub_options)} apply to OUTDIR hf:OWNER/REPO only")
-    fmt = args.format or "bilm-tf"
+    fmt = args.format or BILM_TF.name
     files = resolve_model(args.model).local()
     model_path = [args.model] if Path(args.model).exists() else []
     with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
@@ -69,9 +70,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    if args.format not in (None, "native"):
-        raise ElmoError(f"a Hub repo gets our format (native), not {args.format}: leave out "
-                        "--format")
+    if args.format not in (None, NATIVE.name):
+        raise ElmoError(f"a Hub repo gets our format ({NATIVE.name}), not {args.format}: leave "
+                        "out --format")
     target = parse_hub_name(args.out_dir)
     if target.revision is not None and args.revision not in (None, target.revision):
         raise ElmoError(f"{args.out_dir} and --revision {args.revision} name two branches")

@@ -7,10 +7,8 @@ import argparse
 import json
 from typing import Any
 
-from elmo.loading import hf_hub
-from elmo.loading.load import load_model
-from elmo.loading.resolve import FORMATS, ModelFiles, resolve_model
-from elmo.modules.bilm import BiLM
+from elmo.loading.describe import describe_model
+from elmo.loading.formats.registry import EFML, FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -29,69 +27,13 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.set_defaults(run=run)
 
 
-def describe(model: str) -> dict[str, Any]:
-    """The facts `elmo info` prints about `model`, as a JSON-ready dict. A Hub model that is
-    not in the cache yet is described by its listing only (`architecture` None)."""
-    files = resolve_model(model)
-    info: dict[str, Any] = {"model": model, "format": files.format}
-    if files.source == "hub":
-        info["hub"] = hub_facts(files)
-        if not info["hub"]["downloaded"]:
-            return {**info, "loaded_from": [], "architecture": None, "softmax_rows": None,
-                    "tokenizer": None}
-    loaded = load_model(files, progress=False)
-    extra = loaded.extra
-    return {
-        **info,
-        "loaded_from": [str(p) for p in loaded.files.paths],
-        "architecture": architecture(loaded.bilm),
-        "softmax_rows": int(extra["softmax.weight"].shape[0]) if "softmax.weight" in extra
-        else None,
-        "tokenizer": loaded.tokenizer,
-    }
-
-
-def hub_facts(files: ModelFiles) -> dict[str, Any]:
-    """A Hub model's revision, commit and the files it reads with their sizes."""
-    name = hf_hub.parse_hub_name(files.name)
-    paths = [p for p, _ in files.remote]
-    return {"repo": name.repo_id, "folder": name.subfolder, "revision": name.revision or "main",
-            "commit": files.revision, "files": dict(files.remote),
-            "bytes": sum(size for _, size in files.remote),
-            "downloaded": hf_hub.is_cached(name, files.revision, paths)}
-
-
-def architecture(bilm: BiLM) -> dict[str, Any]:
-    """Sizes of a biLM, its token encoder's included."""
-    c = bilm.config
-    encoder: dict[str, Any] = {"kind": c.token_encoder,
-                               "max_characters_per_token": c.max_characters_per_token}
-    if c.token_encoder == "vocab":
-        encoder.update(characters=len(c.char_vocab), words=len(c.word_vocab),
-                       word_embed_dim=c.word_embed_dim)
-    else:
-        encoder["characters"] = "262 byte ids (UTF-8 bytes + 5 specials + padding)"
-    return {
-        "token_encoder": encoder,
-        "char_embed_dim": c.char_embed_dim,
-        "filters": sum(n for _, n in c.filters),
-        "filter_widths": [w for w, _ in c.filters],
-        "highway_layers": c.n_highway,
-        "lstm_layers": c.n_layers,
-        "lstm_dim": c.lstm_dim,
-        "projection_dim": c.projection_dim,
-        "output_layers": bilm.num_layers,
-        "output_dim": c.output_dim,
-        "parameters": sum(p.numel() for p in bilm.parameters()),
-    }
-
-
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    info = describe(args.model)
+    info = describe_model(args.model)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
         return 0
-    rows = [("model", info["model"]), ("format", f"{info['format']} ({FORMATS[info['format']]})")]
+    fmt = FORMATS[info["format"]]
+    rows = [("model", info["model"]), ("format", f"{fmt.name} ({fmt.description})")]
     if "hub" in info:
         hub = info["hub"]
         rows += [("revision", f"{hub['revision']} (commit {hub['commit']})"),
@@ -119,7 +61,7 @@ def _model_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     else:
         chars = "UTF-8 bytes (262 ids)"
     tokenizer = info["tokenizer"] or "none recorded (whitespace unless --tokenizer is given)"
-    if info["format"] == "efml" and info["tokenizer"] is None:
+    if info["format"] == EFML.name and info["tokenizer"] is None:
         tokenizer += "; ELMoForManyLangs models expect words segmented as in UD (see docs/efml.md)"
     return [
         ("loaded from", ", ".join(info["loaded_from"])),

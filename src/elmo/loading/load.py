@@ -3,7 +3,8 @@
 `load_model` resolves a MODEL once (`elmo.loading.resolve`), brings its files to this machine,
 reads them in their format and quantizes the biLM if asked. Every entry point that takes a
 MODEL (the Embedder, both Elmo classes, tasks, serve, analyze, `train --init-from`, export,
-info, perplexity) calls it. A new format is one branch in `_read`.
+info, perplexity) calls it. Each format's record in `elmo.loading.formats.registry.FORMATS`
+says how its files are read: a new format is one record there and its module.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from pathlib import Path
 
 import torch
 
-from elmo.loading.formats.allennlp_archive import load_allennlp_archive
-from elmo.loading.formats.bilm_tf import load_bilm_tf
-from elmo.loading.formats.efml import load_efml
-from elmo.loading.formats.native import load_native
+from elmo.loading.formats.registry import FORMATS
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
@@ -36,7 +34,7 @@ class LoadedModel:
 
     @property
     def format(self) -> str:
-        """"native", "efml", "allennlp" or "bilm-tf"."""
+        """The name of its format (a key of `elmo.loading.formats.registry.FORMATS`)."""
         return self.files.format
 
     @cached_property
@@ -59,7 +57,7 @@ def load_model(
     read, so a machine without the kernels fails at once. `progress`: a download's bar."""
     check_quantize(quantize)
     files = resolve_model(model, options=options, weights=weights).local(progress=progress)
-    bilm, extra = _read(files)
+    bilm, extra = FORMATS[files.format].load(files)
     return LoadedModel(bilm.quantize_(quantize), files, files.recorded_tokenizer(), extra)
 
 
@@ -71,13 +69,3 @@ def load_pretrained(
     loaded = load_model(model, progress=progress)
     return loaded.bilm, loaded.extra
 
-
-def _read(files: ModelFiles) -> tuple[BiLM, dict[str, torch.Tensor]]:
-    """The biLM in `files` (on this machine), by format."""
-    if files.format == "native":
-        return load_native(files.directory)
-    if files.format == "efml":
-        return load_efml(files.directory), {}
-    if files.format == "allennlp":
-        return load_allennlp_archive(files.directory), {}
-    return load_bilm_tf(files.options, files.weights), {}

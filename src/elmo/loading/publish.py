@@ -18,20 +18,14 @@ from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading import hf_hub
-from elmo.loading.formats.bilm_tf import save_bilm_tf
-from elmo.loading.formats.native import (
-    CONFIG_NAME,
-    RUN_NAME,
-    VOCAB_NAME,
-    WEIGHTS_NAME,
-    save_pretrained,
-)
+from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME
+from elmo.loading.formats.registry import FORMATS, NATIVE, ModelFormat
 from elmo.loading.load import LoadedModel, load_model
-from elmo.loading.resolve import CARD_NAME, ModelFiles
+from elmo.loading.resolve import ModelFiles
 
-# The files each format writes (vocab.txt and card.json too, when the model has them).
-EXPORT_FORMATS = {"bilm-tf": ("options.json", "weights.hdf5"),
-                  "native": (CONFIG_NAME, WEIGHTS_NAME)}
+# The formats a model can be written in, by name.
+EXPORT_FORMATS: dict[str, ModelFormat] = {name: f for name, f in FORMATS.items()
+                                          if f.save is not None}
 PROSE_CARD = "MODEL_CARD.md"  # a shipped model's card, in Markdown
 README = "README.md"
 TAGS = ["elmo", "bilm", "contextual-embeddings", "feature-extraction"]
@@ -41,21 +35,20 @@ EXTRA_OF = {"jieba": ("zh",), "moses": ("moses",)}  # the extras a tokenizer nee
 
 def export_names(files: ModelFiles, fmt: str) -> tuple[str, ...]:
     """The names `save_model` writes for the model `files` (on this machine) in `fmt`."""
-    return EXPORT_FORMATS[fmt] + ((VOCAB_NAME,) if files.vocab_file is not None else ()) \
+    return EXPORT_FORMATS[fmt].saved_files \
+        + ((VOCAB_NAME,) if files.vocab_file is not None else ()) \
         + ((CARD_NAME,) if model_record(files, "") else ())
 
 
-def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = "native", *,
+def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = NATIVE.name, *,
                exported_from: str) -> list[Path]:
-    """Write `loaded` into `out_dir` in `fmt` ("native" or "bilm-tf"), each file atomically,
-    with its vocabulary and its record (`model_record`); returns the files written. The
-    softmax is not written (the official prediction files have none)."""
+    """Write `loaded` into `out_dir` in the format named `fmt` (one of EXPORT_FORMATS), each
+    file atomically, with its vocabulary and its record (`model_record`); returns the files
+    written. The softmax is not written (the official prediction files have none)."""
     out_dir = Path(out_dir)
-    if fmt == "native":
-        save_pretrained(loaded.bilm, out_dir)
-    else:
-        save_bilm_tf(loaded.bilm, out_dir)
-    written = [out_dir / name for name in EXPORT_FORMATS[fmt]]
+    export_format = EXPORT_FORMATS[fmt]
+    export_format.save(loaded.bilm, out_dir)
+    written = [out_dir / name for name in export_format.saved_files]
     vocab = loaded.files.vocab_file
     if vocab is not None:
         with atomic_output(out_dir / VOCAB_NAME) as tmp:
@@ -123,7 +116,7 @@ def push_to_hub(
     api = hub.HfApi(token=token, library_name=hf_hub.LIBRARY_NAME)
     with tempfile.TemporaryDirectory(prefix="elmo-push-") as tmp:
         with _step(name, "writing the model and its card"):
-            save_model(loaded, tmp, "native", exported_from=exported_from)
+            save_model(loaded, tmp, NATIVE.name, exported_from=exported_from)
             card = model_card(loaded, name, revision=revision, language=language,
                               license=license)
             (Path(tmp) / README).write_text(card, encoding="utf-8")

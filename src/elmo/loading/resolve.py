@@ -4,11 +4,10 @@ A model is named by
 
 - `hf:OWNER/REPO`, `hf:OWNER/REPO/SUB/DIR`, either with `@REVISION` (a branch, tag or commit):
   a model on the Hugging Face Hub (`elmo.loading.hf_hub`), in any layout below;
-- a path that exists: a directory in our format (`config.json` + `model.safetensors` or its
-  shards, with `vocab.txt` and the softmax when `elmo train` wrote it), an ELMoForManyLangs
-  model directory (`config.json`, `char.dic`, `word.dic`, `token_embedder.pkl`,
-  `encoder.pkl`), an unpacked AllenNLP archive (`config.json` + `weights.th`; or an `Elmo`'s
-  `weights.th` alone) or a directory holding one official options/weights pair;
+- a path that exists: a model directory in one of the formats of `FORMATS` in
+  `elmo.loading.formats.registry` (ours, with `vocab.txt` and the softmax when `elmo train`
+  wrote it; an ELMoForManyLangs model; an unpacked AllenNLP archive or an `Elmo`'s
+  `weights.th` alone; one official options/weights pair), told by its file names;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
@@ -32,35 +31,20 @@ from pathlib import Path
 
 from elmo.errors import ElmoError, ModelNotFoundError
 from elmo.loading import hf_hub
-from elmo.loading.formats import allennlp_archive as archive
-from elmo.loading.formats.efml import ENCODER, TOKEN_EMBEDDER
-from elmo.loading.formats.efml import REQUIRED_FILES as EFML_FILES
-from elmo.loading.formats.native import (
-    CONFIG_NAME,
-    INDEX_NAME,
-    RUN_NAME,
-    VOCAB_NAME,
-    WEIGHTS_NAME,
-    is_native_dir,
-    weight_files,
+from elmo.loading.formats.bilm_tf import official_pair
+from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME, is_native_dir
+from elmo.loading.formats.registry import (
+    BILM_TF,
+    EFML,
+    NATIVE,
+    ModelFormat,
+    format_of_files,
+    formats_described,
 )
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
-from elmo.runs import MARKER_NAME, TASK, run_kind
+from elmo.runs import TASK, run_kind
 
 DEFAULT_MODEL = "default"
-CARD_NAME = "card.json"  # a shipped model's recorded facts (training, perplexity, tokenizer)
-# The model formats: the one name that `elmo info`, its --json and `elmo serve`'s /info give
-# each, and what it is.
-FORMATS = {"native": f"this package's: {CONFIG_NAME} + {WEIGHTS_NAME}, or its shards",
-           "efml": f"ELMoForManyLangs: {', '.join(EFML_FILES)}, word.dic",
-           "allennlp": f"an AllenNLP archive or Elmo weights: {archive.WEIGHTS_NAME}",
-           "bilm-tf": "bilm-tf / AllenNLP: options .json + weights .hdf5"}
-FORMATS_NEEDED = (f"our format ({CONFIG_NAME} + {WEIGHTS_NAME}, or + {INDEX_NAME} and its "
-                  "shards), an ELMoForManyLangs model "
-                  f"({', '.join(EFML_FILES)}, word.dic), an AllenNLP archive ("
-                  f"{archive.CONFIG_NAME} + {archive.WEIGHTS_NAME}, or an Elmo's "
-                  f"{archive.WEIGHTS_NAME} alone), or one options .json and one weights .hdf5 "
-                  "(bilm-tf)")
 
 
 def shipped_root() -> Path:
@@ -90,12 +74,13 @@ def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """A resolved MODEL: its format ("native", "efml", "allennlp" or "bilm-tf"), where it comes
-    from (`source`: "path", "shipped", "release", "efml-release", "hub" or "files") and, once
-    on this machine, where its files are: `directory` (the model's directory; for an official
-    pair, the directory holding it, which may record its tokenizer), `options` and `weights`
-    (the official pair's two files). A Hub model also has the commit its name resolved to
-    (`revision`) and the repo files it reads, with their sizes (`remote`)."""
+    """A resolved MODEL: its `format` (the name of its record in
+    `elmo.loading.formats.registry.FORMATS`), where it comes from (`source`: "path",
+    "shipped", "release", "efml-release", "hub" or "files") and, once on this machine, where
+    its files are: `directory` (the model's directory; for an official pair, the directory
+    holding it, which may record its tokenizer), `options` and `weights` (the official pair's
+    two files). A Hub model also has the commit its name resolved to (`revision`) and the
+    repo files it reads, with their sizes (`remote`)."""
 
     name: str
     format: str
@@ -109,7 +94,7 @@ class ModelFiles:
     @property
     def paths(self) -> list[Path]:
         """The files or directory the weights are read from."""
-        if self.format == "bilm-tf":
+        if self.format == BILM_TF.name:
             return [p for p in (self.options, self.weights) if p is not None]
         return [self.directory] if self.directory is not None else []
 
@@ -137,7 +122,7 @@ class ModelFiles:
     @property
     def vocab_file(self) -> Path | None:
         """The `vocab.txt` stored with a model in our format (the softmax's rows), if any."""
-        if self.format != "native" or self.directory is None:
+        if self.format != NATIVE.name or self.directory is None:
             return None
         vocab = self.directory / VOCAB_NAME
         return vocab if vocab.is_file() else None
@@ -183,7 +168,7 @@ def resolve_model(
     if isinstance(model, ModelFiles):
         return model
     if options is not None and weights is not None:
-        return ModelFiles(str(options), "bilm-tf", "files", options=Path(options),
+        return ModelFiles(str(options), BILM_TF.name, "files", options=Path(options),
                           weights=Path(weights))
     name = DEFAULT_MODEL if model is None else str(model)
     if name.startswith(hf_hub.PREFIX):
@@ -191,19 +176,19 @@ def resolve_model(
     path = Path(name)
     if model is not None and path.exists():
         names = _model_directory_files(path)
-        fmt = format_of_files(names, str(path))
+        fmt = format_of_files(names, str(path)).name
         return ModelFiles(name, fmt, "path", directory=path, **_pair_of(path, fmt, names))
     if name in RELEASED_MODELS:
-        return ModelFiles(name, "bilm-tf", "release")
+        return ModelFiles(name, BILM_TF.name, "release")
     if name in EFML_RELEASES:
-        return ModelFiles(name, "efml", "efml-release")
+        return ModelFiles(name, EFML.name, "efml-release")
     if name in shipped_models():
-        return ModelFiles(name, "native", "shipped", directory=shipped_model_dir(name))
+        return ModelFiles(name, NATIVE.name, "shipped", directory=shipped_model_dir(name))
     raise ModelNotFoundError(
         f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
         f"efml:<lang> such as efml:zhs, efml:en), a Hub model (hf:OWNER/REPO[@REVISION]), a "
         f"shipped model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
-        f"({FORMATS_NEEDED})"
+        f"(in one of the formats {formats_described()})"
     )
 
 
@@ -212,17 +197,18 @@ def _resolve_hub(name: str) -> ModelFiles:
     names (asked of the Hub, or read from the cache offline); no file is downloaded."""
     hub = hf_hub.parse_hub_name(name)
     commit, sizes = hf_hub.listing(hub)
-    fmt = format_of_files(sizes, f"{name} (commit {commit[:12]})")
-    return ModelFiles(name, fmt, "hub", revision=commit,
-                      remote=tuple((hub.path(n), sizes[n]) for n in files_read(fmt, sizes)))
+    where = f"{name} (commit {commit[:12]})"
+    fmt = format_of_files(sizes, where)
+    return ModelFiles(name, fmt.name, "hub", revision=commit,
+                      remote=tuple((hub.path(n), sizes[n]) for n in files_read(fmt, sizes, where)))
 
 
 def _model_directory_files(path: Path) -> set[str]:
     """The names of the files in the model directory `path`; an error for a file or a task
     run."""
     if not path.is_dir():
-        raise ModelNotFoundError(f"model {str(path)!r} is a file; give its directory: "
-                                 f"{FORMATS_NEEDED}")
+        raise ModelNotFoundError(f"model {str(path)!r} is a file; give its directory, in one "
+                                 f"of the formats {formats_described()}")
     if is_task_run(path):
         raise ElmoError(f"{path} is a task run (made by elmo task train), not a biLM: give "
                         "the biLM it was trained with (its config.json says which, under "
@@ -234,43 +220,18 @@ def _file_names(directory: Path) -> set[str]:
     return {p.name for p in directory.iterdir() if p.is_file()}
 
 
-def format_of_files(names: Collection[str], where: str) -> str:
-    """The format of a model directory that holds the files `names` (paths relative to it;
-    those in sub-directories count for no format). An error lists the files and the formats
-    expected when none fits."""
-    top = {n for n in names if "/" not in n}
-    if CONFIG_NAME in top and (WEIGHTS_NAME in top or INDEX_NAME in top):
-        return "native"
-    if TOKEN_EMBEDDER in top or ENCODER in top:
-        return "efml"
-    # an archive, or an Elmo's weights.th alone (not beside an official pair)
-    if archive.WEIGHTS_NAME in top and (
-            archive.CONFIG_NAME in top or not any(n.endswith((".hdf5", ".h5")) for n in top)):
-        return "allennlp"
-    official_pair(top, where)
-    return "bilm-tf"
-
-
-def files_read(fmt: str, names: Collection[str]) -> list[str]:
+def files_read(fmt: ModelFormat, names: Collection[str], where: str) -> list[str]:
     """Which of a model directory's files (`names`, relative paths) a model of format `fmt`
-    reads: the weights and what describes them, the vocabulary and the recorded tokenizer."""
-    top = sorted(n for n in names if "/" not in n)
-    records = [n for n in (CARD_NAME, RUN_NAME) if n in top]
-    if fmt == "native":
-        return [CONFIG_NAME, *weight_files(top), *(n for n in (VOCAB_NAME,) if n in top),
-                *records]
-    if fmt == "efml":  # the network config is whichever .json config.json names
-        return [n for n in top if n.endswith((".json", ".dic", ".pkl"))]
-    if fmt == "allennlp":  # the options file: any .json, or archived under fta/
-        return [n for n in top if n.endswith(".json") or n == archive.WEIGHTS_NAME] \
-            + sorted(n for n in names if n.startswith(archive.ARCHIVED_DIR + "/"))
-    return [*official_pair(top, "the model"), *records]
+    reads: the weights and what describes them, and the records beside them (`card.json`,
+    `run.json`: the tokenizer). An error names `where` when they make no one model."""
+    read = fmt.files_read(names, where)
+    return [*read, *(n for n in (CARD_NAME, RUN_NAME) if n in names and n not in read)]
 
 
 def _pair_of(directory: Path, fmt: str, names: Collection[str]) -> dict[str, Path]:
     """The official pair in `directory` (holding the files `names`) as ModelFiles fields;
     none for other formats."""
-    if fmt != "bilm-tf":
+    if fmt != BILM_TF.name:
         return {}
     options, weights = official_pair(names, str(directory))
     return {"options": directory / options, "weights": directory / weights}
@@ -280,33 +241,6 @@ def find_official_pair(directory: Path) -> tuple[Path, Path]:
     """The one options .json and one weights .hdf5 in a directory."""
     options, weights = official_pair(_file_names(directory), str(directory))
     return directory / options, directory / weights
-
-
-def official_pair(names: Collection[str], where: str) -> tuple[str, str]:
-    """The names of the one options .json and the one weights .hdf5 among `names`; where
-    several are, those named "options" and "weights" (AllenNLP's test fixtures hold the
-    expected embeddings as .hdf5 files beside `lm_weights.hdf5`)."""
-    records = (CONFIG_NAME, CARD_NAME, RUN_NAME, MARKER_NAME)
-    options = _named(sorted(n for n in names if n.endswith(".json") and n not in records),
-                     "options")
-    weights = _named(sorted(n for n in names if n.endswith((".hdf5", ".h5"))), "weights")
-    if len(options) == 1 and len(weights) == 1:
-        return options[0], weights[0]
-    shown = sorted(names)
-    found = ", ".join(shown[:30]) + (f" and {len(shown) - 30} more" if len(shown) > 30 else "")
-    if options and weights:  # several of either: which pair is meant is not known
-        raise ElmoError(f"{where} holds several options or weights files (options {options}, "
-                        f"weights {weights}; found {found}): put the options/weights pair you "
-                        "mean in a directory of its own")
-    raise ElmoError(f"{where} holds no model: a model is {FORMATS_NEEDED}; found "
-                    f"{found or 'no files'}")
-
-
-def _named(candidates: list[str], word: str) -> list[str]:
-    """`candidates`, or those whose name holds `word` when there are several."""
-    if len(candidates) < 2:
-        return candidates
-    return [n for n in candidates if word in n.lower()] or candidates
 
 
 def is_task_run(directory: str | Path) -> bool:

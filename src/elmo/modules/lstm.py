@@ -2,8 +2,12 @@
 
 The tensors carry a leading direction axis D (forward = 0, backward = 1): the backward direction
 receives its input already reversed, so both directions run the same recurrence side by side as
-batched matmuls. Rows are sorted by length (longest first). Two step loops compute the same
-function (`STEP_LOOPS`):
+batched matmuls. Rows are sorted by length (longest first).
+
+The recurrence is written once: the cell's equations (`lstm_cell`) inside a step loop. A back
+end (`elmo.modules.lstm_backends`: the reference, or one tuned for CPU inference or int8)
+supplies the products and elementwise ops both compute with, chosen once per layer call. Two
+step loops compute the same function (`STEP_LOOPS`):
 
 - "packed" (the CPU's): step t only computes the `batch_sizes[t]` rows still running, so padding
   never enters the recurrence; the batch shrinks step by step.
@@ -22,21 +26,55 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import BiLMConfig
-from elmo.modules import onednn
-from elmo.modules.quantize import Int8Matrices, check_inference
+from elmo.modules.lstm_backends import (
+    BACKENDS,
+    REFERENCE_OPS,
+    WEIGHT_NAMES,
+    CellOps,
+    LSTMBackend,
+    choose_backend,
+)
+from elmo.modules.quantize import Int8Matrices
 
 # (h, c): h (D, B, P) projected output, c (D, B, C) memory cell.
 LSTMState = tuple[torch.Tensor, torch.Tensor]
-WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` matrices
+# x (D, M, K) @ the layer's weight `name` (D, K, N) [+ add (D, M or 1, N)] [into out] -> (D, M, N)
+Product = Callable[..., torch.Tensor]
+
+
+def lstm_cell(
+    gates: torch.Tensor,
+    c_prev: torch.Tensor | None,
+    product: Product,
+    cell_clip: float | None,
+    proj_clip: float | None,
+    ops: CellOps = REFERENCE_OPS,
+) -> LSTMState:
+    """One step: gates (D, n, 4C), the pre-activations with all biases, and c_prev (D, n, C)
+    (None: zeros) -> h (D, n, P), c (D, n, C).
+
+    Gates in TensorFlow's order i, j (candidate), f, o (the forget bias of 1 is in the biases):
+        c = clip(sigmoid(f) * c_prev + sigmoid(i) * tanh(j), cell_clip)
+        h = clip((sigmoid(o) * tanh(c)) @ W_proj, proj_clip)
+    `ops` computes the elementwise functions; in-place ops overwrite `gates`. h and c never
+    share memory with `gates` (a caller may reuse its buffer).
+    """
+    if gates.dtype != torch.float32:  # autocast: the cell's arithmetic and c in fp32
+        gates = gates.float()
+    i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
+    i, j, f, o = ops.sigmoid(i), ops.tanh(j), ops.sigmoid(f), ops.sigmoid(o)
+    c = torch.mul(i, j) if c_prev is None else torch.addcmul(ops.mul(f, c_prev), i, j)
+    if cell_clip is not None:
+        c = ops.clamp(c, -cell_clip, cell_clip)
+    h = product("proj", ops.mul(o, ops.tanh(ops.scratch(c))))  # (D, n, P); c itself is kept
+    if proj_clip is not None:
+        h = ops.clamp(h, -proj_clip, proj_clip)
+    return h, c
 
 
 class ProjectedLSTM(nn.Module):
-    """One LSTM layer with an output projection and clipping, for D directions at once.
-
-    Gates in TensorFlow's order i, j (candidate), f, o, with a constant forget bias of 1:
-        c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j),  c = clip(c, cell_clip)
-        h = clip((sigmoid(o) * tanh(c)) @ W_proj, proj_clip)
-    """
+    """One LSTM layer with an output projection and clipping (`lstm_cell`), for D directions
+    at once."""
 
     def __init__(
         self,
@@ -50,9 +88,6 @@ class ProjectedLSTM(nn.Module):
         super().__init__()
         self.cell_dim, self.proj_dim = cell_dim, proj_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
-        # Input-to-gate products are computed for as many time steps at once as fit this
-        # buffer, small enough to stay in a CPU core's cache until the steps read it.
-        self.gate_buffer_bytes = 4 * 2**20
         d = n_directions
         self.input_weight = nn.Parameter(torch.empty(d, input_dim, 4 * cell_dim))
         self.state_weight = nn.Parameter(torch.empty(d, proj_dim, 4 * cell_dim))
@@ -72,37 +107,6 @@ class ProjectedLSTM(nn.Module):
         for name in WEIGHT_NAMES:
             delattr(self, f"{name}_weight")
 
-    def _product(
-        self,
-        name: str,
-        x: torch.Tensor,
-        add: torch.Tensor | None = None,
-        out: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """x (D, M, K) @ the weight `name` (D, K, N), plus `add` (D, M or 1, N) -> (D, M, N),
-        written into `out` if given (which may be `add` itself)."""
-        if self.int8 is not None:
-            return self.int8[name](x, add, out)
-        weight = getattr(self, f"{name}_weight")
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            # CPU autocast leaves (b)addbmm alone: cast as CUDA's autocast does.
-            dtype = torch.get_autocast_dtype("cpu")
-            x, weight = x.to(dtype), weight.to(dtype)
-            add = add if add is None else add.to(dtype)
-        if onednn.enabled_for(x, weight):  # fp32 inference: one oneDNN product per direction
-            if out is None:
-                out = x.new_empty(*x.shape[:-1], weight.shape[-1])
-            for k in range(x.shape[0]):
-                product = onednn.packed_linear(x[k], self, f"{name}{k}", weight[k].t())
-                if add is None:
-                    out[k].copy_(product)
-                else:
-                    torch.add(add[k], product, out=out[k])
-            return out
-        if add is None:
-            return torch.bmm(x, weight, out=out)
-        return torch.baddbmm(add, x, weight, out=out)
-
     def reset_parameters(self) -> None:
         for weight in (self.input_weight, self.state_weight, self.proj_weight):
             bound = math.sqrt(6.0 / (weight.shape[1] + weight.shape[2]))  # Glorot uniform
@@ -115,129 +119,115 @@ class ProjectedLSTM(nn.Module):
         c = like.new_zeros(d, batch_size, self.cell_dim)
         return h, c
 
+    def gate_bias(self) -> torch.Tensor:
+        """(D, 1, 4C): the learned bias plus TensorFlow's forget bias."""
+        return (self.bias + self.forget_bias).unsqueeze(1)
+
     def forward(
-        self, x: torch.Tensor, batch_sizes: Sequence[int], state: LSTMState | None = None
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor,
+        state: LSTMState | None = None,
+        step_loop: str = "packed",
+        backend: str | None = None,
     ) -> tuple[torch.Tensor, LSTMState]:
-        """x (D, B, T, I), rows sorted longest first -> outputs (D, B, T, P), final state.
+        """x (D, B, T, I), lengths (B,) sorted longest first -> outputs (D, B, T, P), zero at
+        padding, and each row's final state, taken at its own last position.
 
-        `batch_sizes[t]` is the number of rows whose length exceeds t (it may stop before T).
-        Outputs at padded positions are zero; each row's final state is taken at its own last
-        position. Without a `state`, the first step starts from zeros and skips the
-        state-to-gate product.
+        Without a `state` every row starts from zeros. `step_loop` is a key of `STEP_LOOPS`,
+        `backend` one of `BACKENDS` (None: `choose_backend`'s).
         """
-        if self.int8 is not None:
-            check_inference()
-        d, b, t_max, _ = x.shape
-        zero_start = state is None
-        inference = not torch.is_grad_enabled()
-        h, c = self.zero_state(b, x) if zero_start else state
-        x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
-        gates_width = self.bias.shape[1]  # 4C
-        time_chunk = max(1, self.gate_buffer_bytes // (d * b * gates_width * x.element_size()))
-        bias = (self.bias + self.forget_bias).unsqueeze(1)  # (D, 1, 4C)
-        steps = len(batch_sizes)
-        # Inference reuses one gate buffer for every chunk (a fresh one per chunk costs a
-        # page fault per 4 KiB) and adds the state product to it in place.
-        buffer = x.new_empty(d * min(time_chunk, steps) * b * gates_width) if inference else None
-        # Per-step tensors are unbound and stacked once: slicing a step out of a large
-        # tensor would make autograd zero-fill a tensor of that size for every step.
-        outputs: list[torch.Tensor] = []  # per step (D, B, P)
-        for start in range(0, steps, time_chunk):
-            # Input-to-gate products of a chunk of time steps in one matmul, over the rows
-            # still running at each step only: padding never enters a product.
-            sizes = list(batch_sizes[start : start + time_chunk])
-            x_chunk = x[:, start : start + len(sizes)]  # (D, chunk, B, I)
-            if sizes[-1] == b:  # every row runs through the chunk
-                x_rows = x_chunk.reshape(d, len(sizes) * b, -1)
-            else:  # step after step, the first sizes[t] rows of step t
-                x_rows = torch.cat([x_t[:, :n] for x_t, n in zip(x_chunk.unbind(1), sizes,
-                                                                  strict=True)], dim=1)
-            rows = x_rows.shape[1]  # sum(sizes)
-            out = buffer[: d * rows * gates_width].view(d, rows, -1) if inference else None
-            x_gates = self._product("input", x_rows, bias, out)  # (D, rows, 4C)
-            for step, (x_t, n) in enumerate(zip(x_gates.split(sizes, dim=1), sizes,
-                                                strict=True), start):  # x_t (D, n, 4C)
-                if n < b:  # rows n.. have ended: step only the first n
-                    h_run, c_run = h[:, :n], c[:, :n]
-                else:
-                    h_run, c_run = h, c
-                if zero_start and step == 0:  # (D, n, 4C): h and c are zero
-                    h_t, c_t = self._cell(x_t, None)
-                else:
-                    gates = self._product("state", h_run, x_t, x_t if inference else None)
-                    h_t, c_t = self._cell(gates, c_run)
-                if n < b:  # finished rows keep their final state; their output is zero
-                    h = torch.cat([h_t, h[:, n:]], dim=1)
-                    c = torch.cat([c_t, c[:, n:]], dim=1)
-                    h_t = F.pad(h_t, (0, 0, 0, b - n))
-                else:
-                    h, c = h_t, c_t
-                outputs.append(h_t)
-        outputs.extend([x.new_zeros(d, b, self.proj_dim)] * (t_max - steps))  # padding steps
-        return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
-
-    def forward_masked(
-        self, x: torch.Tensor, lengths: torch.Tensor, state: LSTMState | None = None
-    ) -> tuple[torch.Tensor, LSTMState]:
-        """The same function as `forward` with fixed shapes: x (D, B, T, I), lengths (B,) on
-        x's device -> outputs (D, B, T, P), zero at padding, and each row's final state.
-
-        Every step runs all B rows; a row past its length keeps its state. Nothing is read back
-        to the host, so the loop can be captured in a CUDA graph.
-        """
-        if self.int8 is not None:
-            check_inference()
-        d, b, t_max, _ = x.shape
-        h, c = self.zero_state(b, x) if state is None else state
-        bias = (self.bias + self.forget_bias).unsqueeze(1)  # (D, 1, 4C)
-        # All input-to-gate products in one matmul, read step by step as strided views.
-        x_gates = self._product("input", x.reshape(d, b * t_max, -1), bias)
-        x_gates = x_gates.view(d, b, t_max, -1)  # (D, B, T, 4C)
-        running = torch.arange(t_max, device=x.device) < lengths.unsqueeze(1)  # (B, T)
-        outputs: list[torch.Tensor] = []  # per step (D, B, P)
-        for step in range(t_max):
-            gates = self._product("state", h, x_gates[:, :, step])  # (D, B, 4C)
-            h_t, c_t = self._cell(gates, c)
-            keep = running[:, step].view(1, b, 1)
-            h, c = torch.where(keep, h_t, h), torch.where(keep, c_t, c)
-            outputs.append(torch.where(keep, h_t, 0.0))
-        return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
-
-    def _cell(
-        self, gates: torch.Tensor, c_prev: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """gates (D, n, 4C) with all biases, c_prev (D, n, C) or None for zeros -> (h, c).
-
-        Without autograd (inference) the activations overwrite `gates` in place, saving the
-        allocation and a pass over memory per gate; with autograd they are new tensors. The
-        returned h and c never share memory with `gates` (its buffer is reused).
-        """
-        if gates.dtype != torch.float32:  # autocast: the cell's arithmetic and c in fp32
-            gates = gates.float()
-        i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
-        if torch.is_grad_enabled():
-            i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
-            c = i * j if c_prev is None else torch.addcmul(f * c_prev, i, j)
-            if self.cell_clip is not None:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = self._product("proj", o * torch.tanh(c))  # (D, n, P)
-            if self.proj_clip is not None:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
-            return h, c
-        i, j, f, o = i.sigmoid_(), tanh_(j), f.sigmoid_(), o.sigmoid_()
-        c = torch.mul(i, j) if c_prev is None else torch.addcmul(f.mul_(c_prev), i, j)
-        if self.cell_clip is not None:
-            c.clamp_(-self.cell_clip, self.cell_clip)
-        h = self._product("proj", o.mul_(tanh_(c.clone())))  # (D, n, P)
-        if self.proj_clip is not None:
-            h.clamp_(-self.proj_clip, self.proj_clip)
-        return h, c
+        name = backend or choose_backend(self.int8 is not None, x)
+        return STEP_LOOPS[step_loop](self, BACKENDS[name](self), x, lengths, state)
 
 
-def tanh_(x: torch.Tensor) -> torch.Tensor:
-    """tanh in place, as 2 sigmoid(2x) - 1: within 2e-7 of `torch.tanh` and about 5x faster
-    on the CPU (torch 2.13, AVX-512), where tanh takes 7x the time of sigmoid."""
-    return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
+def packed_loop(
+    layer: ProjectedLSTM,
+    backend: LSTMBackend,
+    x: torch.Tensor,
+    lengths: torch.Tensor,
+    state: LSTMState | None,
+) -> tuple[torch.Tensor, LSTMState]:
+    """Step t computes only the rows still running, `batch_sizes[t]` of them: padding never
+    enters a product. Without a `state`, the first step skips the state-to-gate product."""
+    batch_sizes = lengths_to_batch_sizes(lengths)
+    d, b, t_max, _ = x.shape
+    zero_start = state is None
+    h, c = layer.zero_state(b, x) if zero_start else state
+    product, ops, in_place = backend.product, backend.ops, backend.ops.in_place
+    cell_clip, proj_clip = layer.cell_clip, layer.proj_clip
+    x = x.transpose(1, 2)  # (D, T, B, I): time-major for the loop
+    gates_width = layer.bias.shape[1]  # 4C
+    time_chunk = max(1, backend.gate_chunk_bytes // (d * b * gates_width * x.element_size()))
+    bias = layer.gate_bias()  # (D, 1, 4C)
+    steps = len(batch_sizes)
+    # An in-place cell's gates are scratch: one gate buffer serves every chunk (a fresh one
+    # per chunk costs a page fault per 4 KiB) and the state product is added into it.
+    buffer = x.new_empty(d * min(time_chunk, steps) * b * gates_width) if in_place else None
+    # Per-step tensors are unbound and stacked once: slicing a step out of a large
+    # tensor would make autograd zero-fill a tensor of that size for every step.
+    outputs: list[torch.Tensor] = []  # per step (D, B, P)
+    for start in range(0, steps, time_chunk):
+        # Input-to-gate products of a chunk of time steps in one matmul, over the rows
+        # still running at each step only: padding never enters a product.
+        sizes = list(batch_sizes[start : start + time_chunk])
+        x_chunk = x[:, start : start + len(sizes)]  # (D, chunk, B, I)
+        if sizes[-1] == b:  # every row runs through the chunk
+            x_rows = x_chunk.reshape(d, len(sizes) * b, -1)
+        else:  # step after step, the first sizes[t] rows of step t
+            x_rows = torch.cat([x_t[:, :n] for x_t, n in zip(x_chunk.unbind(1), sizes,
+                                                              strict=True)], dim=1)
+        rows = x_rows.shape[1]  # sum(sizes)
+        out = buffer[: d * rows * gates_width].view(d, rows, -1) if in_place else None
+        x_gates = product("input", x_rows, bias, out)  # (D, rows, 4C)
+        for step, (x_t, n) in enumerate(zip(x_gates.split(sizes, dim=1), sizes,
+                                            strict=True), start):  # x_t (D, n, 4C)
+            if n < b:  # rows n.. have ended: step only the first n
+                h_run, c_run = h[:, :n], c[:, :n]
+            else:
+                h_run, c_run = h, c
+            if zero_start and step == 0:  # (D, n, 4C): h and c are zero
+                h_t, c_t = lstm_cell(x_t, None, product, cell_clip, proj_clip, ops)
+            else:
+                gates = product("state", h_run, x_t, x_t if in_place else None)
+                h_t, c_t = lstm_cell(gates, c_run, product, cell_clip, proj_clip, ops)
+            if n < b:  # finished rows keep their final state; their output is zero
+                h = torch.cat([h_t, h[:, n:]], dim=1)
+                c = torch.cat([c_t, c[:, n:]], dim=1)
+                h_t = F.pad(h_t, (0, 0, 0, b - n))
+            else:
+                h, c = h_t, c_t
+            outputs.append(h_t)
+    outputs.extend([x.new_zeros(d, b, layer.proj_dim)] * (t_max - steps))  # padding steps
+    return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
+
+
+def masked_loop(
+    layer: ProjectedLSTM,
+    backend: LSTMBackend,
+    x: torch.Tensor,
+    lengths: torch.Tensor,
+    state: LSTMState | None,
+) -> tuple[torch.Tensor, LSTMState]:
+    """Every step computes all B rows; a row past its length keeps its state and outputs
+    zero. Fixed shapes, lengths on x's device and nothing read back to the host: the loop can
+    be captured in a CUDA graph."""
+    d, b, t_max, _ = x.shape
+    h, c = layer.zero_state(b, x) if state is None else state
+    product, ops = backend.product, backend.ops
+    cell_clip, proj_clip = layer.cell_clip, layer.proj_clip
+    # All input-to-gate products in one matmul, read step by step as strided views.
+    x_gates = product("input", x.reshape(d, b * t_max, -1), layer.gate_bias())
+    x_gates = x_gates.view(d, b, t_max, -1)  # (D, B, T, 4C)
+    running = torch.arange(t_max, device=x.device) < lengths.unsqueeze(1)  # (B, T)
+    outputs: list[torch.Tensor] = []  # per step (D, B, P)
+    for step in range(t_max):
+        gates = product("state", h, x_gates[:, :, step])  # (D, B, 4C), a new tensor
+        h_t, c_t = lstm_cell(gates, c, product, cell_clip, proj_clip, ops)
+        keep = running[:, step].view(1, b, 1)
+        h, c = torch.where(keep, h_t, h), torch.where(keep, c_t, c)
+        outputs.append(torch.where(keep, h_t, 0.0))
+    return torch.stack(outputs, dim=2), (h, c)  # (D, B, T, P)
 
 
 def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
@@ -247,14 +237,12 @@ def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
     return (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
 
 
-# A step loop runs one layer: (layer, x (D, B, T, I), lengths (B,) sorted longest first,
-# initial state or None) -> (outputs (D, B, T, P), final state).
-StepLoop = Callable[["ProjectedLSTM", torch.Tensor, torch.Tensor, "LSTMState | None"],
-                    tuple[torch.Tensor, LSTMState]]
-STEP_LOOPS: dict[str, StepLoop] = {
-    "packed": lambda layer, x, lengths, state: layer(x, lengths_to_batch_sizes(lengths), state),
-    "masked": lambda layer, x, lengths, state: layer.forward_masked(x, lengths, state),
-}
+# A step loop runs one layer through time: (layer, its back end for this call,
+# x (D, B, T, I), lengths (B,) sorted longest first, initial state or None for zeros)
+# -> (outputs (D, B, T, P), final state).
+StepLoop = Callable[[ProjectedLSTM, LSTMBackend, torch.Tensor, torch.Tensor,
+                     "LSTMState | None"], tuple[torch.Tensor, LSTMState]]
+STEP_LOOPS: dict[str, StepLoop] = {"packed": packed_loop, "masked": masked_loop}
 
 
 def default_step_loop(device: torch.device) -> str:
@@ -289,11 +277,11 @@ class StackedLSTM(nn.Module):
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
         """x (D, B, T, P), lengths (B,) sorted longest first -> the L layer outputs, each
         (D, B, T, P), and their final states. `step_loop` overrides `self.step_loop`."""
-        run = STEP_LOOPS[step_loop or self.step_loop or default_step_loop(x.device)]
+        loop = step_loop or self.step_loop or default_step_loop(x.device)
         outputs, final_states = [], []
         for k, layer in enumerate(self.layers):
             x = F.dropout(x, self.dropout, self.training)
-            h, state = run(layer, x, lengths, states[k] if states is not None else None)
+            h, state = layer(x, lengths, states[k] if states is not None else None, loop)
             if self.use_skip_connections and k > 0:
                 h = h + x
             outputs.append(h)

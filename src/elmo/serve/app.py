@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 
 from elmo import __version__
 from elmo.embed import Embedder, EmbedSettings, select_layers
+from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
 from elmo.serve.limits import ServeLimits
@@ -430,7 +431,7 @@ def create_app(
     load: Callable[[], Embedder],
     *,
     model_name: str = "default",
-    model_format: str = "native",
+    model_format: str = NATIVE.name,
     layers: str = "all",
     limits: ServeLimits | None = None,
     on_ready: Callable[[Embedder], None] | None = None,

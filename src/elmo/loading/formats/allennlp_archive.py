@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import pickle
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,21 @@ RELEASED_OPTIONS = {m.options_url.rsplit("/", 1)[-1] for m in RELEASED_MODELS.va
 
 class ArchiveFormatError(ElmoError, ValueError):
     """An AllenNLP archive without an ELMo biLM, or with one that cannot be read."""
+
+
+def holds_archive(names: Collection[str]) -> bool:
+    """Whether a directory holding the files `names` is an archive, or an `Elmo`'s weights
+    alone (a `weights.th` not beside an official options/weights pair)."""
+    return WEIGHTS_NAME in names and (
+        CONFIG_NAME in names or not any(n.endswith((".hdf5", ".h5")) for n in names))
+
+
+def archive_files(names: Collection[str]) -> list[str]:
+    """The files an archive reads among a directory's `names` (relative paths): the weights,
+    the configuration and options files (any .json, or archived under `fta/`)."""
+    top = sorted(n for n in names if "/" not in n)
+    return [n for n in top if n.endswith(".json") or n == WEIGHTS_NAME] \
+        + sorted(n for n in names if n.startswith(ARCHIVED_DIR + "/"))
 
 
 def load_allennlp_archive(directory: str | Path) -> BiLM:

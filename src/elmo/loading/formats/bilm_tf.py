@@ -7,7 +7,7 @@ embedding has no row for the padding id 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import h5py
@@ -15,10 +15,16 @@ import numpy as np
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.errors import ModelFileError, ModelNotFoundError
+from elmo.errors import ElmoError, ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
+from elmo.loading.formats.native import CARD_NAME, CONFIG_NAME, RUN_NAME
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
+from elmo.runs import MARKER_NAME
+
+OPTIONS_NAME, WEIGHTS_NAME = "options.json", "weights.hdf5"  # the names `save_bilm_tf` writes
+# The .json files of a model directory that are not options: records and other formats' configs
+NOT_OPTIONS = (CONFIG_NAME, CARD_NAME, RUN_NAME, MARKER_NAME)
 
 
 class WeightsMismatchError(ModelFileError):
@@ -125,7 +131,7 @@ def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
     options = model.config.to_options()  # refuses a model the format cannot hold, first
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    options_path, weights_path = out_dir / "options.json", out_dir / "weights.hdf5"
+    options_path, weights_path = out_dir / OPTIONS_NAME, out_dir / WEIGHTS_NAME
 
     def array(t: torch.Tensor) -> np.ndarray:
         return t.detach().to("cpu", torch.float32).numpy()
@@ -147,3 +153,45 @@ def save_bilm_tf(model: BiLM, out_dir: str | Path) -> tuple[Path, Path]:
     atomic_write_text(options_path, json.dumps(options, indent=2) + "\n")
     return options_path, weights_path
 
+
+
+def holds_official_pair(names: Collection[str]) -> bool:
+    """Whether a directory holding the files `names` holds an options .json and a weights
+    .hdf5 (which pair, when there are several, `official_pair` says)."""
+    options, weights = _pair_candidates(names)
+    return bool(options and weights)
+
+
+def official_pair(names: Collection[str], where: str) -> tuple[str, str]:
+    """The names of the one options .json and the one weights .hdf5 among `names`; where
+    several are, those named "options" and "weights" (AllenNLP's test fixtures hold the
+    expected embeddings as .hdf5 files beside `lm_weights.hdf5`). An error names `where`."""
+    options, weights = _pair_candidates(names)
+    if len(options) == 1 and len(weights) == 1:
+        return options[0], weights[0]
+    if options and weights:  # several of either: which pair is meant is not known
+        raise ElmoError(f"{where} holds several options or weights files (options {options}, "
+                        f"weights {weights}; found {found_files(names)}): put the "
+                        "options/weights pair you mean in a directory of its own")
+    raise ElmoError(f"{where} holds no official pair (one options .json and one weights "
+                    f".hdf5); found {found_files(names) or 'no files'}")
+
+
+def _pair_candidates(names: Collection[str]) -> tuple[list[str], list[str]]:
+    """The options .json and weights .hdf5 files among `names`, each narrowed by `_named`."""
+    options = sorted(n for n in names if n.endswith(".json") and n not in NOT_OPTIONS)
+    weights = sorted(n for n in names if n.endswith((".hdf5", ".h5")))
+    return _named(options, "options"), _named(weights, "weights")
+
+
+def _named(candidates: list[str], word: str) -> list[str]:
+    """`candidates`, or those whose name holds `word` when there are several."""
+    if len(candidates) < 2:
+        return candidates
+    return [n for n in candidates if word in n.lower()] or candidates
+
+
+def found_files(names: Collection[str]) -> str:
+    """The file `names`, sorted, as an error lists them (the first 30, then how many more)."""
+    shown = sorted(names)
+    return ", ".join(shown[:30]) + (f" and {len(shown) - 30} more" if len(shown) > 30 else "")

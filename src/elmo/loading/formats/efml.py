@@ -18,6 +18,7 @@ import os
 import pickle
 import re
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,16 @@ class EfmlFormatError(ModelFileError):
     """An EfML directory with a missing, unreadable or inconsistent file."""
 
 
-def is_efml_dir(path: str | Path) -> bool:
-    """True if `path` looks like an EfML model directory (it holds one of its pickles)."""
-    path = Path(path)
-    return (path / TOKEN_EMBEDDER).is_file() or (path / ENCODER).is_file()
+def holds_efml(names: Collection[str]) -> bool:
+    """Whether a directory holding the files `names` is an EfML model (one of its pickles)."""
+    return TOKEN_EMBEDDER in names or ENCODER in names
+
+
+def efml_files(names: Collection[str]) -> list[str]:
+    """The files an EfML model reads among a directory's `names` (relative paths), sorted:
+    its configs (the network's is whichever .json `config.json` names), dictionaries and
+    pickles."""
+    return sorted(n for n in names if "/" not in n and n.endswith((".json", ".dic", ".pkl")))
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -29,6 +29,7 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 VOCAB_NAME = "vocab.txt"
 RUN_NAME = "run.json"
+CARD_NAME = "card.json"  # a shipped or exported model's recorded facts (tokenizer, training)
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_NAME = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 # Bounds on what a safetensors file holds beside its tensors' bytes: the file's own (length,
@@ -107,10 +108,21 @@ def weight_files(names: Collection[str]) -> list[str]:
     return sorted(n for n in names if _holds_weights(n))
 
 
+def holds_native(names: Collection[str]) -> bool:
+    """Whether a directory holding the files `names` is a model in our format."""
+    return CONFIG_NAME in names and (WEIGHTS_NAME in names or INDEX_NAME in names)
+
+
 def is_native_dir(path: str | Path) -> bool:
     path = Path(path)
-    return (path / CONFIG_NAME).is_file() and (
-        (path / WEIGHTS_NAME).is_file() or (path / INDEX_NAME).is_file())
+    return holds_native([n for n in (CONFIG_NAME, WEIGHTS_NAME, INDEX_NAME)
+                         if (path / n).is_file()])
+
+
+def native_files(names: Collection[str]) -> list[str]:
+    """The files a model in our format reads among a directory's `names`: its config, its
+    weights and its vocabulary (when it has one)."""
+    return [CONFIG_NAME, *weight_files(names), *(n for n in (VOCAB_NAME,) if n in names)]
 
 
 def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:

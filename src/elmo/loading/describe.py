@@ -1,0 +1,69 @@
+"""What a model is, as facts `elmo info` prints: its format, architecture, tokenizer and where
+its files are; for a Hub model also its revision and files, without downloading them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elmo.loading import hf_hub
+from elmo.loading.load import load_model
+from elmo.loading.resolve import ModelFiles, resolve_model
+from elmo.modules.bilm import BiLM
+
+
+def describe_model(model: str) -> dict[str, Any]:
+    """What `model` is (its format, architecture, tokenizer and files), as a JSON-ready dict
+    (what `elmo info` prints). A Hub model that is
+    not in the cache yet is described by its listing only (`architecture` None)."""
+    files = resolve_model(model)
+    info: dict[str, Any] = {"model": model, "format": files.format}
+    if files.source == "hub":
+        info["hub"] = hub_facts(files)
+        if not info["hub"]["downloaded"]:
+            return {**info, "loaded_from": [], "architecture": None, "softmax_rows": None,
+                    "tokenizer": None}
+    loaded = load_model(files, progress=False)
+    extra = loaded.extra
+    return {
+        **info,
+        "loaded_from": [str(p) for p in loaded.files.paths],
+        "architecture": architecture(loaded.bilm),
+        "softmax_rows": int(extra["softmax.weight"].shape[0]) if "softmax.weight" in extra
+        else None,
+        "tokenizer": loaded.tokenizer,
+    }
+
+
+def hub_facts(files: ModelFiles) -> dict[str, Any]:
+    """A Hub model's revision, commit and the files it reads with their sizes."""
+    name = hf_hub.parse_hub_name(files.name)
+    paths = [p for p, _ in files.remote]
+    return {"repo": name.repo_id, "folder": name.subfolder, "revision": name.revision or "main",
+            "commit": files.revision, "files": dict(files.remote),
+            "bytes": sum(size for _, size in files.remote),
+            "downloaded": hf_hub.is_cached(name, files.revision, paths)}
+
+
+def architecture(bilm: BiLM) -> dict[str, Any]:
+    """Sizes of a biLM, its token encoder's included."""
+    c = bilm.config
+    encoder: dict[str, Any] = {"kind": c.token_encoder,
+                               "max_characters_per_token": c.max_characters_per_token}
+    if c.token_encoder == "vocab":
+        encoder.update(characters=len(c.char_vocab), words=len(c.word_vocab),
+                       word_embed_dim=c.word_embed_dim)
+    else:
+        encoder["characters"] = "262 byte ids (UTF-8 bytes + 5 specials + padding)"
+    return {
+        "token_encoder": encoder,
+        "char_embed_dim": c.char_embed_dim,
+        "filters": sum(n for _, n in c.filters),
+        "filter_widths": [w for w, _ in c.filters],
+        "highway_layers": c.n_highway,
+        "lstm_layers": c.n_layers,
+        "lstm_dim": c.lstm_dim,
+        "projection_dim": c.projection_dim,
+        "output_layers": bilm.num_layers,
+        "output_dim": c.output_dim,
+        "parameters": sum(p.numel() for p in bilm.parameters()),
+    }

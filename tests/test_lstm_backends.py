@@ -1,0 +1,129 @@
+"""Every LSTM back end, over either step loop, computes what the reference does."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from elmo.errors import ElmoError
+from elmo.modules import onednn, quantize
+from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM
+from elmo.modules.lstm_backends import (
+    BACKENDS,
+    REFERENCE_OPS,
+    LSTMBackend,
+    choose_backend,
+)
+
+INT8 = pytest.mark.skipif(quantize.int8_unavailable_reason() is not None,
+                          reason=f"no int8 here: {quantize.int8_unavailable_reason()}")
+LENGTHS = [9, 9, 6, 3, 1, 0]  # sorted longest first: full, ending, one step, never running
+STEPS = 11  # two padding steps past the longest row
+
+
+def _layer(seed: int, quantized: bool = False) -> ProjectedLSTM:
+    """Random weights large enough that both clips bite."""
+    torch.manual_seed(seed)
+    layer = ProjectedLSTM(16, 32, 8, cell_clip=1.0, proj_clip=0.5)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.uniform_(-0.6, 0.6)
+    if quantized:
+        layer.quantize_int8_()
+    return layer
+
+
+def _inputs(layer: ProjectedLSTM, stateful: bool, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, len(LENGTHS), STEPS, 16, generator=g)  # (D, B, T, I), both directions
+    state = None
+    if stateful:
+        state = (torch.randn(2, len(LENGTHS), layer.proj_dim, generator=g),
+                 torch.randn(2, len(LENGTHS), layer.cell_dim, generator=g))
+    return x, torch.tensor(LENGTHS), state
+
+
+def _plain(backend: type[LSTMBackend]) -> type[LSTMBackend]:
+    """`backend`'s products with the reference's cell ops (new tensors, no reused buffer)."""
+    return type(f"Plain{backend.__name__}", (backend,), {"ops": REFERENCE_OPS})
+
+
+def _run(layer, backend: type[LSTMBackend], loop: str, x, lengths, state):
+    with torch.inference_mode():
+        return STEP_LOOPS[loop](layer, backend(layer), x, lengths, state)
+
+
+def _assert_equal(got, expected, atol=1e-6):
+    (out, (h, c)), (e_out, (e_h, e_c)) = got, expected
+    for a, b in ((out, e_out), (h, e_h), (c, e_c)):
+        torch.testing.assert_close(a, b, atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+@pytest.mark.parametrize("loop", list(STEP_LOOPS))
+@pytest.mark.parametrize("gate_chunk_bytes", [1, 4 * 2**20])  # a step per chunk, all in one
+def test_cpu_backend_equals_the_reference(loop, stateful, gate_chunk_bytes, monkeypatch):
+    """In place, one reused gate buffer, oneDNN's products (even the tiny ones here): the
+    reference's numbers, and the state given is left as it was."""
+    monkeypatch.setattr(onednn, "MIN_MULTIPLY_ADDS", 0)
+    monkeypatch.setattr(LSTMBackend, "gate_chunk_bytes", gate_chunk_bytes)
+    layer = _layer(seed=1)
+    x, lengths, state = _inputs(layer, stateful, seed=2)
+    kept = copy.deepcopy((x, state))
+    expected = _run(layer, BACKENDS["reference"], "packed", x, lengths, state)
+    got = _run(layer, BACKENDS["cpu"], loop, x, lengths, state)
+    _assert_equal(got, expected)
+    assert got[0][:, 3, 3:].abs().sum() == 0 and got[0][:, 5].abs().sum() == 0  # padding
+    torch.testing.assert_close((x, state), kept, atol=0, rtol=0)
+    if onednn._kernel_works():
+        assert {"input0", "input1", "state0", "state1", "proj0", "proj1"} <= set(
+            layer.__dict__["_onednn_packed"])
+
+
+@INT8
+@pytest.mark.parametrize("stateful", [False, True])
+@pytest.mark.parametrize("loop", list(STEP_LOOPS))
+def test_int8_backend_equals_the_reference_cell_on_its_products(loop, stateful):
+    """The int8 back end's in-place cell computes what the reference cell does on the same
+    int8 products; those are close to the fp32 reference (each operand rounded to 8 bits)."""
+    fp32 = _layer(seed=3)
+    layer = _layer(seed=3, quantized=True)
+    x, lengths, state = _inputs(layer, stateful, seed=4)
+    expected = _run(layer, _plain(BACKENDS["int8"]), "packed", x, lengths, state)
+    got = _run(layer, BACKENDS["int8"], loop, x, lengths, state)
+    _assert_equal(got, expected)
+    out, reference = got[0], _run(fp32, BACKENDS["reference"], "packed", x, lengths, state)[0]
+    assert 0 < (out - reference).abs().mean() / reference.abs().mean() < 0.03
+
+
+def test_reference_gradients_are_equal_over_both_loops():
+    layer = _layer(seed=5)
+    x, lengths, state = _inputs(layer, stateful=True, seed=6)
+    grads = []
+    for loop in STEP_LOOPS:
+        layer.zero_grad()
+        out, (h, c) = layer(x, lengths, state, step_loop=loop)
+        (out.square().sum() + h.sum() + c.sum()).backward()
+        grads.append([p.grad.clone() for p in layer.parameters()])
+    for got, expected in zip(*grads, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_backend_is_chosen_by_autograd_device_and_quantization():
+    x = torch.zeros(2, 1, 1, 16)
+    with torch.enable_grad():
+        assert choose_backend(False, x) == "reference"
+    with torch.inference_mode():
+        assert choose_backend(False, x) == "cpu"
+        assert choose_backend(True, x) == "int8"
+        assert choose_backend(False, x.to("meta")) == "reference"  # off the CPU
+
+
+@INT8
+def test_int8_backend_refuses_autograd():
+    layer = _layer(seed=7, quantized=True)
+    x, lengths, _ = _inputs(layer, stateful=False, seed=8)
+    with torch.enable_grad(), pytest.raises(ElmoError, match="inference only"):
+        layer(x, lengths)
