@@ -110,6 +110,8 @@ def _claim_prefix(config: PipelineConfig, identity: dict[str, str], overwrite: b
     left = _read_marker(marker)
     if in_use and left == identity and not overwrite:
         logger.info("resuming the unfinished run in %s", prefix)
+        for leftover in [*prefix.glob(".*.tmp"), *prefix.glob("*/.*.tmp")]:
+            leftover.unlink()  # a file being written when the run was killed
         return True
     if in_use and not overwrite:
         what = "holds an unfinished run of another config or sequences file" if marker.exists() \

@@ -214,9 +214,6 @@ def _check_embed(name: str, options: dict[str, Any], where: _Where) -> None:
     if options["max_amino_acids"] < 1:
         raise ElmoError(f"{where(name, 'max_amino_acids')}: max_amino_acids is the most "
                         "residues in a batch, a whole number >= 1")
-    if (options["weights_file"] is None) != (options["options_file"] is None):
-        raise ElmoError(f"{where(name)}: give both weights_file and options_file (or "
-                        "model_directory, or neither for the released seqvec)")
     for option in ("weights_file", "options_file", "model_directory"):
         value = options[option]
         if value is not None:
@@ -224,6 +221,9 @@ def _check_embed(name: str, options: dict[str, Any], where: _Where) -> None:
             if not Path(value).exists():
                 raise ElmoError(f"{where(name, option)}: {value} does not exist (a relative "
                                 "path is relative to the working directory)")
+    if (options["weights_file"] is None) != (options["options_file"] is None):
+        raise ElmoError(f"{where(name)}: give both weights_file and options_file (or "
+                        "model_directory, or neither for the released seqvec)")
 
 
 def _depends_on(name: str, value: Any, earlier: list[StageConfig], where: _Where

@@ -68,7 +68,7 @@ def run_visualize_stage(stage_dir: Path, options: dict[str, Any], parameters: di
     figure = _figure(go, merged, merged_header, label_column, n)
     path = stage_dir / "plot_file.html"
     with atomic_output(path) as tmp:
-        figure.write_html(str(tmp), include_plotlyjs=True, full_html=True)
+        figure.write_html(str(tmp), include_plotlyjs=True, full_html=True, div_id="plot")
     written["plot_file"] = str(path)
     return written
 

@@ -33,13 +33,21 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.quiet:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("elmo: %(message)s"))
-        for name in ("elmo.bio", "elmo.memory"):
-            logging.getLogger(name).addHandler(handler)
-            logging.getLogger(name).setLevel(logging.INFO)
+        _log_to_stderr("elmo.bio", "elmo.memory")
     run_pipeline(args.config, overwrite=args.overwrite, progress=not args.quiet)
     return 0
+
+
+def _log_to_stderr(*names: str) -> None:
+    """Show the INFO lines of these loggers on stderr (once, however often `run` is called)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        if not any(getattr(h, "elmo_cli", False) for h in logger.handlers):
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("elmo: %(message)s"))
+            handler.elmo_cli = True
+            logger.addHandler(handler)
 
 
 def console_main() -> int:

@@ -17,6 +17,7 @@ from elmo.cli.common import (
 from elmo.device import PRECISIONS
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
 from elmo.embed_file import INPUT_FORMATS, POOL_MODES
+from elmo.io.fasta import FASTA_KEYS
 from elmo.io.textfile import ENCODING_ERRORS
 from elmo.memory import AUTO
 
@@ -62,6 +63,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help="text: a sentence per line; fasta: a record per sequence, a residue per "
                    "token, datasets named by record id. Default: fasta for .fasta .fa .faa .fas "
                    "(plain or .gz), else text")
+    p.add_argument("--fasta-keys", choices=FASTA_KEYS, default="id",
+                   help="FASTA datasets named by record id (default), or by biotrainer's hash "
+                   "of the sequence (sha256 of 'SEQUENCE_LENGTH'), for training with biotrainer")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--max-tokens", type=_max_tokens, default=AUTO,
@@ -102,6 +106,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if embed_ray.asked(args):
+        if args.fasta_keys != "id":
+            parser.error("--fasta-keys biotrainer is not available with --ray")
         return embed_ray.run(args, parser)
     official = args.options is not None or args.weights is not None
     expected = 2 if official else 3
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         encoding_errors=args.encoding_errors, progress=not args.quiet,
                         num_shards=args.num_shards, shard_index=shard_index,
                         overwrite=args.overwrite, forget_sentences=args.forget_sentences,
-                        use_sentence_keys=args.use_sentence_keys)
+                        use_sentence_keys=args.use_sentence_keys, fasta_keys=args.fasta_keys)
     return 0
 
 
