@@ -14,11 +14,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from elmo import save_bilm_tf
-from elmo.bio import SeqVecEmbedder
+from elmo.bio import SeqVecEmbedder, embed_stage
 from elmo.bio.pipeline import MARKER, run_pipeline
 from elmo.cli import main
+from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.io.fasta import read_fasta
 from tests.conftest import REPO, random_bilm, require_shared
@@ -67,14 +69,19 @@ def model_pair(tmp_path_factory) -> Path:
     return directory
 
 
+def _prepare(directory: Path, proteins: list, model_pair: Path) -> Path:
+    """fasta.fa and model/ in `directory`, as a bio_embeddings user has them."""
+    (directory / "model").symlink_to(model_pair)
+    (directory / "fasta.fa").write_text(
+        "".join(f">{r.id} {r.description}\n{r.sequence}\n" for r in proteins), encoding="utf-8")
+    return directory
+
+
 @pytest.fixture
 def job(tmp_path, monkeypatch, proteins, model_pair) -> Path:
-    """A working directory with fasta.fa and model/, as a bio_embeddings user has it."""
+    """The working directory of a bio_embeddings user (`_prepare`)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "model").symlink_to(model_pair)
-    (tmp_path / "fasta.fa").write_text(
-        "".join(f">{r.id} {r.description}\n{r.sequence}\n" for r in proteins), encoding="utf-8")
-    return tmp_path
+    return _prepare(tmp_path, proteins, model_pair)
 
 
 def _write_config(directory: Path, text: str) -> Path:
@@ -147,6 +154,36 @@ def test_simple_remapping_half_precision_and_discarded_residues(job, proteins):
     assert {key: original for key, (_, original) in reduced.items()} == \
         {str(n): r.id for n, r in enumerate(by_length)}
     assert all(v.dtype == np.float16 and v.shape == (1024,) for v, _ in reduced.values())
+
+
+def test_out_of_memory_halves_the_batch_then_computes_the_protein_on_the_cpu(
+        job, proteins, model_pair, monkeypatch, caplog):
+    """As on a GPU with room for 150 residues: every step is logged, no number changes."""
+    compute = Embedder._compute
+
+    def small_memory(self, sentences):
+        if not getattr(self, "on_cpu", False) and sum(map(len, sentences)) > 150:
+            raise torch.OutOfMemoryError("pretend")
+        return compute(self, sentences)
+
+    class CpuEmbedder(Embedder):
+        on_cpu = True
+
+    monkeypatch.setattr(Embedder, "_compute", small_memory)
+    monkeypatch.setattr(embed_stage, "Embedder", CpuEmbedder)
+    run_pipeline(_write_config(job, THEIR_EXAMPLE + MODEL), progress=False)
+    assert "computing each half alone" in caplog.text
+    longest = max(proteins, key=lambda r: len(r.sequence))
+    assert f"({len(longest.sequence)} residues) does not fit" in caplog.text
+    assert "computing it on the CPU" in caplog.text
+    monkeypatch.undo()
+    seqvec = SeqVecEmbedder(options_file=model_pair / "options.json",
+                            weights_file=model_pair / "weights.hdf5", device="cpu")
+    key = hashlib.md5(longest.sequence.encode()).hexdigest()
+    with h5py.File(job / "my_job/seqvec_embeddings/embeddings_file.h5", "r") as f:
+        assert len(f) == len(proteins)
+        np.testing.assert_allclose(f[key][...], seqvec.embed(longest.sequence), atol=1e-6,
+                                   rtol=0)
 
 
 def _plotted_points(html: str) -> dict[str, int]:
@@ -291,24 +328,31 @@ def _contents(prefix: Path) -> dict[str, object]:
 
 # max_amino_acids 100: a chunk (a saved segment) of at most 1,600 residues, so 3 segments of
 # two datasets per protein; then 6 datasets of the projection.
+KILLED_CONFIG = THEIR_EXAMPLE + MODEL + "  max_amino_acids: 100\n" + PROJECT
+
+
+@pytest.fixture(scope="module")
+def never_killed(tmp_path_factory, proteins, model_pair) -> dict[str, object]:
+    """The contents of the folder of KILLED_CONFIG run once without a kill."""
+    directory = _prepare(tmp_path_factory.mktemp("reference"), proteins, model_pair)
+    here = Path.cwd()
+    os.chdir(directory)  # paths in a config are relative to the working directory
+    try:
+        run_pipeline(_write_config(directory, KILLED_CONFIG), progress=False)
+    finally:
+        os.chdir(here)
+    return _contents(directory / "my_job")
+
+
 @pytest.mark.parametrize("kills", [[1], [5], [9, 3], [13]],
                          ids=["first", "second-segment", "twice", "projecting"])
-def test_killed_anywhere_the_rerun_gives_the_same_files(job, tmp_path_factory, monkeypatch,
-                                                      kills):
-    config = THEIR_EXAMPLE + MODEL + "  max_amino_acids: 100\n" + PROJECT
-    reference = tmp_path_factory.mktemp("reference")
-    for name in ("model", "fasta.fa"):
-        (reference / name).symlink_to((job / name).resolve())
-    monkeypatch.chdir(reference)  # paths in a config are relative to the working directory
-    run_pipeline(_write_config(reference, config), progress=False)
-
-    monkeypatch.chdir(job)
-    _write_config(job, config)
+def test_killed_anywhere_the_rerun_gives_the_same_files(job, never_killed, kills):
+    _write_config(job, KILLED_CONFIG)
     for n in kills:
         assert _run_killed_at(n, job) == -9
         assert (job / "my_job" / MARKER).exists()
     run_pipeline(job / "config.yml", progress=False)
-    assert _contents(job / "my_job") == _contents(reference / "my_job")
+    assert _contents(job / "my_job") == never_killed
 
 
 def test_the_bio_embeddings_command(job, monkeypatch):
