@@ -579,7 +579,7 @@ def test_cli_help_names_every_kind_of_model(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "options .json + one weights .hdf5"):
+    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "weights .hdf5"):
         assert kind in help_text
 
 

@@ -29,7 +29,14 @@ from tqdm import tqdm
 
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.atomic import claim_output
-from elmo.io.fasta import dataset_name, is_fasta_path, read_fasta, scan_fasta
+from elmo.io.fasta import (
+    FASTA_KEYS,
+    check_unique_sequences,
+    is_fasta_path,
+    read_fasta,
+    record_key,
+    scan_fasta,
+)
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin, scan_input
 from elmo.io.textfile import read_lines as read_text_lines
@@ -166,7 +173,9 @@ class EmbedFileOptions(EmbedSettings):
     or .gz, are FASTA). `encoding_errors`: "strict" or "replace". `num_shards`/`shard_index`:
     embed only that block of the input. `overwrite`: replace an existing output. Text only:
     `forget_sentences` leaves out `sentence_to_index`; `use_sentence_keys` names datasets by
-    their line's text. `progress`: a progress bar.
+    their line's text. FASTA only: `fasta_keys` "biotrainer" names datasets by biotrainer's
+    hash of the sequence (`elmo.io.fasta.biotrainer_key`), not the id. `progress`: a progress
+    bar.
     """
 
     format: str | None = None
@@ -176,18 +185,21 @@ class EmbedFileOptions(EmbedSettings):
     overwrite: bool = False
     forget_sentences: bool = False
     use_sentence_keys: bool = False
+    fasta_keys: str = "id"
     progress: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choices(("format", self.format, (None, *INPUT_FORMATS)),
-                      ("encoding_errors", self.encoding_errors, ENCODING_ERRORS))
+                      ("encoding_errors", self.encoding_errors, ENCODING_ERRORS),
+                      ("fasta_keys", self.fasta_keys, FASTA_KEYS))
 
     def identity(self) -> dict[str, str]:
         """The file job's settings that change a stored number."""
         return {"layers": self.layers, "dtype": self.dtype,
                 "encoding_errors": self.encoding_errors,
-                **({"pool": self.pool} if self.pool else {})}
+                **({"pool": self.pool} if self.pool else {}),
+                **({"fasta_keys": self.fasta_keys} if self.fasta_keys != "id" else {})}
 
 
 def check_choices(*choices: tuple[str, object, tuple[object, ...]]) -> None:
@@ -326,11 +338,13 @@ def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path
     if len(summary) == 0:
         raise InputFileError(f"{input_path} has no FASTA record ('>ID' line): there is nothing "
                              "to embed")
+    if options.fasta_keys == "biotrainer":
+        check_unique_sequences(input_path, options.encoding_errors)
     _, input_digest = scan_input(input_path)
     own, identity, partial = _start(embedder, output_path, options, len(summary), "record", {
         "input_sha256": input_digest, "total_records": str(len(summary)), "format": "fasta"})
     _save(embedder, partial, _records(input_path, options.encoding_errors,
-                                      range(partial.done, own.stop)), options,
+                                      range(partial.done, own.stop), options.fasta_keys), options,
           f"{input_path}, record", total=summary.residues(own),
           initial=summary.residues(range(own.start, partial.done)), unit="residue",
           desc=f"embedding {input_path.name}")
@@ -340,14 +354,18 @@ def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path
             out.attrs.update(identity)
 
 
-def _records(path: Path, encoding_errors: str, numbers: range) -> Iterator[Item]:
-    """The records numbered `numbers` (0-based), as items: a residue per token."""
+def _records(path: Path, encoding_errors: str, numbers: range, keys: str) -> Iterator[Item]:
+    """The records numbered `numbers` (0-based), as items: a residue per token, named as
+    `keys` says (biotrainer's keys: with its attribute `original_id` too)."""
     for number, record in enumerate(read_fasta(path, encoding_errors)):
         if number >= numbers.stop:
             return
         if number >= numbers.start:
-            yield Item(number, dataset_name(record.id), list(record.sequence),
-                       len(record.sequence), {"id": record.id, "description": record.description})
+            attrs = {"id": record.id, "description": record.description}
+            if keys == "biotrainer":
+                attrs["original_id"] = record.id
+            yield Item(number, record_key(record, keys), list(record.sequence),
+                       len(record.sequence), attrs)
 
 
 def _start(embedder: SentenceEmbedder, output_path: Path, options: EmbedFileOptions,
