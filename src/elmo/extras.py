@@ -25,6 +25,8 @@ EXTRA_PACKAGES = {
     "ray": ("ray", "ray"),  # ray[data]: Ray Data with pyarrow and pandas
     "pyarrow": ("pyarrow", "ray"),
     "huggingface_hub": ("huggingface_hub", "hub"),
+    "onnx": ("onnx", "onnx"),
+    "onnxruntime": ("onnxruntime", "onnx"),
 }
 
 
