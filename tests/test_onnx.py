@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import subprocess
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -20,10 +24,11 @@ from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.onnx import export_onnx, onnx_inputs
 from elmo.onnx.graph import bilm_graph
-from tests.conftest import random_bilm, require_shared
+from tests.conftest import REPO, random_bilm, require_shared
 from tests.test_fixtures_bilm_tf import FIXTURES
 
 ATOL = 1e-5
+NODE_EXAMPLE = REPO / "examples" / "onnx-node"
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hello"],
              "A somewhat longer sentence , with punctuation ; and ünïcödé words !".split(),
              ["Two", "words"]]
@@ -189,3 +194,24 @@ def test_elmo_export_writes_onnx_by_suffix_or_format(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["export", "default", str(tmp_path / "tf"), "--layers", "top"])
+
+
+# ---- outside Python ----------------------------------------------------------------------
+
+
+def test_the_node_example_prints_the_embedders_vectors(tmp_path):
+    """examples/onnx-node/embed.js makes the character ids itself (docs/deployment.md)."""
+    node = shutil.which("node")
+    modules = Path(os.environ.get("ELMO_NODE_MODULES", NODE_EXAMPLE / "node_modules"))
+    if node is None or not (modules / "onnxruntime-node").is_dir():
+        pytest.skip("needs Node.js and onnxruntime-node: run `npm install` in "
+                    "examples/onnx-node (or set ELMO_NODE_MODULES to a node_modules holding it)")
+    bilm = random_bilm()
+    path = export_onnx(bilm, tmp_path / "tiny.onnx")
+    lines = ["The cat sat on the mat .", "Hi", "ünïcödé <S> 日本語 " + "y" * 60]
+    run = subprocess.run([node, str(NODE_EXAMPLE / "embed.js"), str(path), *lines],
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "NODE_PATH": str(modules)})
+    got = [np.array(layers, dtype=np.float32) for layers in json.loads(run.stdout)["layers"]]
+    expected = Embedder(bilm, device="cpu").embed_sentences([s.split(" ") for s in lines])
+    assert max_diff(got, expected) < ATOL

@@ -28,6 +28,9 @@ onnx = import_extra("onnx", "exporting a biLM to ONNX")
 helper, numpy_helper, TensorProto = onnx.helper, onnx.numpy_helper, onnx.TensorProto
 
 OPSET = 18
+# The oldest IR version that opset 18 allows, so that runtimes older than the onnx package
+# writing the file still read it (onnx 1.23 would write 14; ONNX Runtime 1.20 reads <= 10).
+IR_VERSION = 8
 INPUTS = ("char_ids", "lengths")  # (batch, tokens, width) int64, (batch,) int64
 MIX_OUTPUT = "embeddings"  # (batch, tokens, 2P): one layer, or a mix of them
 ALL_OUTPUT = "layers"  # (L+1, batch, tokens, 2P)
@@ -112,7 +115,7 @@ def bilm_graph(bilm: BiLM, layers: str | int = "all") -> onnx.ModelProto:
             else ["batch", "tokens", two_p])],
         g.initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             producer_name="elmo")
+                             ir_version=IR_VERSION, producer_name="elmo")
 
 
 def _add_boundaries(g: GraphBuilder, bilm: BiLM, char_ids: str, lengths: str) -> str:
