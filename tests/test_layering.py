@@ -17,7 +17,7 @@ FLOORS = [
     {"embed", "data", "optim"},
     {"training", "tasks"},  # a task run does not need the pretraining recipe
     {"analysis", "allennlp"},
-    {"serve", "ray", "bio", "demo"},
+    {"serve", "ray", "bio", "demo", "onnx"},
     {"cli"},
     {"__main__"},
 ]

@@ -28,6 +28,8 @@ EXTRA_PACKAGES = {
     "yaml": ("pyyaml", "bio"),
     "plotly": ("plotly", "bio"),
     "umap": ("umap-learn", "bio"),
+    "onnx": ("onnx", "onnx"),
+    "onnxruntime": ("onnxruntime", "onnx"),
 }
 
 
