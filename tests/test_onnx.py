@@ -25,7 +25,7 @@ from elmo.modules.bilm import BiLM
 from elmo.onnx import export_onnx, onnx_inputs
 from elmo.onnx.graph import bilm_graph
 from tests.conftest import REPO, random_bilm, require_shared
-from tests.test_fixtures_bilm_tf import FIXTURES
+from tests.helpers.model_files import FIXTURES
 
 ATOL = 1e-5
 NODE_EXAMPLE = REPO / "examples" / "onnx-node"
