@@ -1,4 +1,5 @@
-"""Shared test fixtures: small random models and the location of ../shared."""
+"""Shared test fixtures (small random models, the labels of saved figures) and the location of
+../shared; helpers shared by test modules are in tests/helpers/."""
 
 from __future__ import annotations
 
@@ -54,6 +55,23 @@ def random_bilm(seed: int = 0, **overrides) -> BiLM:
 @pytest.fixture
 def tiny_bilm() -> BiLM:
     return random_bilm()
+
+
+@pytest.fixture
+def labelled_figures(monkeypatch):
+    """The (title, x label, y label) of every axes of every figure saved."""
+    from elmo.analysis import plots  # loaded only for the tests that plot
+
+    seen = []
+    original = plots._save
+
+    def spy(figure, path):
+        seen.extend((a.get_title(), a.get_xlabel(), a.get_ylabel()) for a in figure.axes
+                    if a.get_label() != "<colorbar>")
+        return original(figure, path)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    return seen
 
 
 def write_text(path: Path, text: str, gz: bool = False) -> Path:

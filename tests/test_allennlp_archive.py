@@ -4,7 +4,6 @@ state dict, with its options found as AllenNLP finds them."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,35 +15,7 @@ from elmo.cli import main
 from elmo.loading.formats.allennlp_archive import released_config
 from elmo.loading.resolve import resolve_model
 from tests.conftest import random_bilm
-
-PREFIX = "_text_field_embedder.token_embedder_elmo._elmo."
-OPTIONS_KEY = "model.text_field_embedder.token_embedders.elmo.options_file"
-RELEASED_URL = ("https://allennlp.s3.amazonaws.com/models/elmo/2x4096_512_2048cnn_2xhighway/"
-                "elmo_2x4096_512_2048cnn_2xhighway_options.json")
-
-
-def write_allennlp_archive(path: Path, bilm=None, *, options_file: str = "options.json",
-                           options: str | None = "options.json") -> Path:
-    """An unpacked AllenNLP archive of a tagger over `bilm` (tiny, random by default): its
-    `config.json` names `options_file`, written into the archive as `options` (None: not)."""
-    bilm = bilm if bilm is not None else random_bilm(seed=3)
-    path.mkdir(parents=True)
-    elmo_state = Elmo(None, None, 1, module=bilm).state_dict()  # AllenNLP's keys
-    state = {PREFIX + key: value for key, value in elmo_state.items()}
-    state["tag_projection_layer._module.weight"] = torch.randn(5, bilm.config.output_dim)
-    torch.save(state, path / "weights.th")
-    config = {"model": {"type": "crf_tagger", "text_field_embedder": {"token_embedders": {
-        "elmo": {"type": "elmo_token_embedder", "options_file": options_file,
-                 "weight_file": "weights.hdf5", "do_layer_norm": False, "dropout": 0.5}}}}}
-    (path / "config.json").write_text(json.dumps(config))
-    if options is not None:
-        pair = save_bilm_tf(bilm, path / "pair")
-        (path / options).parent.mkdir(parents=True, exist_ok=True)
-        pair[0].rename(path / options)
-        for leftover in (path / "pair").iterdir():
-            leftover.unlink()
-        (path / "pair").rmdir()
-    return path
+from tests.helpers.model_files import OPTIONS_KEY, PREFIX, RELEASED_URL, write_allennlp_archive
 
 
 def _layers(bilm, sentences=(["The", "bank", "."], ["a"])):

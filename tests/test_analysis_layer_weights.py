@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
-import matplotlib.image
 import pytest
 
 from elmo.analysis import plots
 from elmo.analysis.layer_weights import plot_layer_weights, read_layer_weights, run_names
 from elmo.cli import main
 from elmo.errors import ElmoError
+from tests.helpers.plots import check_png
 
 
 def run_dir(root, name, weights):
@@ -19,30 +19,6 @@ def run_dir(root, name, weights):
     path.mkdir(parents=True)
     (path / "layer_weights.json").write_text(json.dumps(weights), encoding="utf-8")
     return path
-
-
-def check_png(path, min_width=200, min_height=100):
-    """Non-empty, a PNG signature, and decodes to an image of plausible size."""
-    data = path.read_bytes()
-    assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
-    image = matplotlib.image.imread(path)
-    assert image.shape[0] >= min_height and image.shape[1] >= min_width
-    assert image.std() > 0.01  # not a blank canvas
-
-
-@pytest.fixture
-def labelled_figures(monkeypatch):
-    """The (title, x label, y label) of every axes of every figure saved."""
-    seen = []
-    original = plots._save
-
-    def spy(figure, path):
-        seen.extend((a.get_title(), a.get_xlabel(), a.get_ylabel()) for a in figure.axes
-                    if a.get_label() != "<colorbar>")
-        return original(figure, path)
-
-    monkeypatch.setattr(plots, "_save", spy)
-    return seen
 
 
 def test_heat_map_of_several_runs_and_placements(tmp_path, labelled_figures):

@@ -22,6 +22,7 @@ from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.tasks.readers import TaggedSentence
 from tests.conftest import random_bilm
+from tests.helpers.tasks import CONLLU
 
 
 def hand_made(n: int, seed: int) -> TokenFeatures:
@@ -78,17 +79,6 @@ def test_token_features_embed_each_sentence_once_in_order():
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(features.representation("average"),
                                features.layers.mean(axis=0))
-
-
-CONLLU = """# sent_id = 1
-1\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
-2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_
-3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_
-
-1\ta\ta\tDET\tDT\t_\t2\tdet\t_\t_
-2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
-3\tbarked\tbark\tVERB\tVBD\t_\t0\troot\t_\t_
-"""
 
 
 def test_cli_json_and_an_unknown_tag_column(tmp_path, capsys):

@@ -20,7 +20,7 @@ from elmo.errors import ElmoError
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.data import nested_sample
 from tests.conftest import random_bilm
-from tests.test_analysis_layer_weights import check_png, labelled_figures  # noqa: F401
+from tests.helpers.plots import check_png
 
 
 def test_plan_covers_every_system_fraction_and_seed():
@@ -73,7 +73,7 @@ def test_study_rows_and_summary_over_seeds(tmp_path):
     assert all(r["std"] == 0 for r in one_seed)
 
 
-def test_plot_is_an_image_with_labelled_axes(tmp_path, labelled_figures):  # noqa: F811
+def test_plot_is_an_image_with_labelled_axes(tmp_path, labelled_figures):
     summary = [{"system": BASELINE, "fraction": f, "n_train": n, "mean": m, "std": 1.5}
                for f, n, m in ((0.01, 10, 40.0), (0.1, 100, 60.0), (1.0, 1000, 80.0))]
     summary += [{**r, "system": "+ELMo", "mean": r["mean"] + 10} for r in summary]

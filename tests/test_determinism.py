@@ -30,8 +30,7 @@ from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.conftest import REPO
-from tests.test_train_cli import train_args
-from tests.test_training import assert_identical, run_files, write_corpus
+from tests.helpers.training import assert_identical, run_files, train_args, write_corpus
 
 # Large enough batches that the parallel CPU kernels run: an index backward of at least
 # 32,768 elements (torch's grain size) uses atomic adds when there are 2 threads.

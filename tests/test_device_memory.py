@@ -227,7 +227,7 @@ def test_serve_fails_only_the_request_whose_input_never_fits(monkeypatch):
 
 def test_serve_answers_413_naming_the_input_that_never_fits(monkeypatch):
     pytest.importorskip("fastapi")
-    from tests.test_serve import Client, serving, wait_for
+    from tests.helpers.serving import Client, serving, wait_for
 
     running_out_of_memory(monkeypatch, lambda rows, width: width > 20)
     with serving(Embedder(random_bilm())) as url:

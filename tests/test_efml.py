@@ -23,69 +23,10 @@ from elmo.loading.formats.efml import EfmlFormatError, load_efml, read_dic, read
 from elmo.loading.formats.native import load_native
 from elmo.loading.releases import EFML_RELEASES
 from tests.conftest import require_shared
-
-# ---- a tiny EfML directory, laid out as the package's training script writes one ------------
-
-NETWORK = {
-    "encoder": {"name": "elmo", "projection_dim": 8, "cell_clip": 3, "proj_clip": 3, "dim": 16,
-                "n_layers": 2},
-    "token_embedder": {"name": "cnn", "activation": "relu", "filters": [[1, 4], [2, 4]],
-                       "n_highway": 1, "word_dim": 6, "char_dim": 4,
-                       "max_characters_per_token": 10},
-    "classifier": {"name": "sampled_softmax", "n_samples": 8192},
-    "dropout": 0.1,
-}
-CHARS = [*"abcdefghij", "\u3000", "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"]
-WORDS = ["<oov>", "<bos>", "<eos>", "<pad>", "abc", "bad", "cafe"]
-
-
-def efml_states(network: dict, n_chars: int, n_words: int, seed: int = 0) -> tuple[dict, dict]:
-    """Random token_embedder and encoder state dicts with the package's names and shapes."""
-    g = torch.Generator().manual_seed(seed)
-
-    def rand(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=g) * 0.5
-
-    emb, enc = network["token_embedder"], network["encoder"]
-    f = sum(n for _, n in emb["filters"])
-    embedder = {"word_emb_layer.embedding.weight": rand(n_words, emb["word_dim"]),
-                "char_emb_layer.embedding.weight": rand(n_chars, emb["char_dim"])}
-    for k, (width, count) in enumerate(emb["filters"]):
-        embedder[f"convolutions.{k}.weight"] = rand(count, emb["char_dim"], width)
-        embedder[f"convolutions.{k}.bias"] = rand(count)
-    for k in range(emb["n_highway"]):
-        embedder[f"highways._layers.{k}.weight"] = rand(2 * f, f) / f ** 0.5
-        embedder[f"highways._layers.{k}.bias"] = rand(2 * f)
-    p, c = enc["projection_dim"], enc["dim"]
-    embedder["projection.weight"] = rand(p, emb["word_dim"] + f) / f ** 0.5
-    embedder["projection.bias"] = rand(p)
-    encoder = {}
-    for k in range(enc["n_layers"]):
-        for direction in ("forward", "backward"):
-            prefix = f"{direction}_layer_{k}"
-            encoder[f"{prefix}.input_linearity.weight"] = rand(4 * c, p) / p ** 0.5
-            encoder[f"{prefix}.state_linearity.weight"] = rand(4 * c, p) / p ** 0.5
-            encoder[f"{prefix}.state_linearity.bias"] = rand(4 * c)
-            encoder[f"{prefix}.state_projection.weight"] = rand(p, c) / c ** 0.5
-    return embedder, encoder
-
-
-def write_efml_dir(path: Path, *, config_path: str = "net.json", network_file: bool = True,
-                   seed: int = 0) -> Path:
-    """A tiny EfML model directory (legacy torch.save pickles, as the 2018 releases)."""
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps({"config_path": config_path, "seed": 1}))
-    if network_file:
-        (path / Path(config_path).name).write_text(json.dumps(NETWORK))
-    # The full-width space is written as a bare tab line, as in the released files.
-    (path / "char.dic").write_text("".join(f"{'' if c == chr(0x3000) else c}\t{i}\n"
-                                           for i, c in enumerate(CHARS)), encoding="utf-8")
-    (path / "word.dic").write_text("".join(f"{w}\t{i}\n" for i, w in enumerate(WORDS)),
-                                   encoding="utf-8")
-    embedder, encoder = efml_states(NETWORK, len(CHARS), len(WORDS), seed)
-    for name, state in (("token_embedder.pkl", embedder), ("encoder.pkl", encoder)):
-        torch.save(state, path / name, _use_new_zipfile_serialization=False)
-    return path
+from tests.helpers.file_server import FileServer
+from tests.helpers.model_files import CHARS, NETWORK, WORDS, write_efml_dir
+from tests.helpers.tasks import task_args
+from tests.helpers.training import write_corpus
 
 
 @pytest.fixture
@@ -346,8 +287,6 @@ def test_analyze_neighbours_runs_on_the_fixture(tmp_path, capsys):
 
 
 def test_task_train_with_the_fixture_elmo(tmp_path):
-    from tests.test_task_cli import task_args
-
     args = task_args("classification", tmp_path, str(fixture_dir() / "model_a"), epochs=1)
     assert main(args) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
@@ -355,8 +294,6 @@ def test_task_train_with_the_fixture_elmo(tmp_path):
 
 
 def test_train_init_from_the_fixture_continues_it(tmp_path):
-    from tests.test_training import write_corpus
-
     train, _ = write_corpus(tmp_path / "corpus", n_train=40, n_valid=5)
     out = tmp_path / "run"
     assert main(["train", "--train", str(train), "--out", str(out), "--init-from",
@@ -409,8 +346,6 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
-    from tests.test_releases import FileServer
-
     model = write_efml_dir(tmp_path / "made", config_path="/abs/path/of/authors/net.json")
     archive = _zip_of(model)  # files at the archive's top level, as on NLPL
     server = FileServer()
@@ -433,8 +368,6 @@ def test_efml_name_downloads_unpacks_and_embeds(tmp_path, cache, monkeypatch):
 
 
 def test_efml_tar_archive_with_a_folder_and_a_resumed_download(tmp_path, cache, monkeypatch):
-    from tests.test_releases import FileServer
-
     model = write_efml_dir(tmp_path / "made", seed=3)
     archive = _tar_bz2_of(model, "zhs.model/")
     part = cache / "efml" / "zhs.model.tar.bz2.part"

@@ -11,22 +11,7 @@ import torch
 
 from elmo import batch_to_ids, load_bilm_tf
 from tests.conftest import require_shared
-
-FIXTURES = {
-    # folder, sentences file, token-embedding file (relative to fixtures/bilm-tf), vocab
-    "allennlp": (
-        "allennlp_test_fixtures_elmo",
-        "sentences.json",
-        "allennlp_test_fixtures_elmo/elmo_token_embeddings.hdf5",
-        "allennlp_test_fixtures_elmo/vocab_test.txt",
-    ),
-    "bilm-tf": (
-        "bilm-tf_tests_fixtures/model",
-        "lm_embeddings_sentences.json",
-        "allennlp_c3c3549_tests_fixtures_elmo/elmo_token_embeddings.hdf5",
-        "bilm-tf_tests_fixtures/model/vocab_test.txt",
-    ),
-}
+from tests.helpers.model_files import FIXTURES
 
 
 def _load(name: str):

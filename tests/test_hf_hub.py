@@ -1,5 +1,5 @@
 """Models from and to the Hugging Face Hub (`hf:OWNER/REPO[/SUB/DIR][@REVISION]`), against the
-Hub stand-in of tests/hub_standin.py on 127.0.0.1: nothing leaves the machine."""
+Hub stand-in of tests/helpers/hub_standin.py on 127.0.0.1: nothing leaves the machine."""
 
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ from elmo.extras import MissingExtraError
 from elmo.loading.hf_hub import HubError, parse_hub_name
 from elmo.loading.resolve import resolve_model
 from tests.conftest import REPO, random_bilm, require_shared
-from tests.hub_standin import TOKEN, HubStandIn
-from tests.test_allennlp_archive import write_allennlp_archive
-from tests.test_efml import write_efml_dir
+from tests.helpers.hub_standin import TOKEN, HubStandIn
+from tests.helpers.model_files import write_allennlp_archive, write_efml_dir
 
 LINES = "The bank raised rates .\nabc bad cafe\nWe sat on the river bank .\n"
 EXTRA_FILES = {"README.md": b"# a model\n", "notes/large.bin": b"\0" * 4096}

@@ -21,7 +21,7 @@ from elmo.cli import main
 from elmo.embed import Embedder
 from elmo.tasks.features import cached_layers
 from tests.conftest import REPO, random_bilm
-from tests.test_task_cli import task_args
+from tests.helpers.tasks import task_args
 
 # The child: kill this process when it is about to create its N-th HDF5 dataset (or,
 # with a negative N, to write its -N-th safetensors file); then run argv[2] as Python code.

@@ -1,14 +1,20 @@
 """The package's layers: a module imports only from the floors below its own (or from inside
-its own sub-package), so the library reads bottom-up and entry points stay on top."""
+its own sub-package), so the library reads bottom-up and entry points stay on top. Integrations
+with other libraries sit on one floor between the library and the entry points. Tests import
+shared helpers from tests/helpers/, never from another test module."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "elmo"
+from elmo.extras import EXTRA_PACKAGES
 
-# Floor of each top-level module or sub-package of `elmo`, lowest first. Two names on one floor
-# may not import each other.
-FLOORS = [
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src" / "elmo"
+
+# The library's floors, lowest first. Two names on one floor may not import each other.
+LIBRARY = [
     {"errors"},
     {"extras", "device", "config"},
     {"chars", "tokenize", "io", "memory"},
@@ -16,44 +22,98 @@ FLOORS = [
     {"loading", "embed_file"},
     {"embed", "data", "optim"},
     {"training", "tasks"},  # a task run does not need the pretraining recipe
-    {"analysis", "allennlp"},
-    {"serve", "ray", "bio", "demo", "flair", "spacy", "simple_elmo"},
-    {"cli"},
-    {"__main__"},
+    {"analysis"},
 ]
+# Integration (`elmo.<name>`, a module or package) -> top-level module of the library it plugs
+# into. Each is a thin adapter over the library, imports its library through
+# `elmo.extras.import_extra`, no other integration, and only entry points import it.
+INTEGRATIONS = {
+    "allennlp": "allennlp",
+    "bio": "bio_embeddings",
+    "flair": "flair",
+    "onnx": "onnx",
+    "ray": "ray",
+    "simple_elmo": "simple_elmo",
+    "spacy": "spacy",
+}
+# The entry points, above the integrations. The package's `__init__` gathers public names from
+# every floor (the AllenNLP names included) and has none.
+ENTRY_POINTS = [{"serve", "demo"}, {"cli"}, {"__main__"}]
+
+FLOORS = [*LIBRARY, set(INTEGRATIONS), *ENTRY_POINTS]
 FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) for every import in `path`: `from a import b` gives `a.b`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return found
 
 
 def imported_elmo_parts(path: Path) -> list[tuple[int, str]]:
     """(line, top-level part of `elmo`) for every import of the package in `path`."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = ([f"elmo.{a.name}" for a in node.names] if node.module == "elmo"
-                       else [node.module])
-        elif isinstance(node, ast.Import):
-            modules = [a.name for a in node.names]
-        else:
-            continue
-        found += [(node.lineno, m.split(".")[1]) for m in modules
-                  if m.startswith("elmo.") and m != "elmo.__version__"]
-    return found
+    return [(line, module.split(".")[1]) for line, module in imported_modules(path)
+            if module.startswith("elmo.") and module != "elmo.__version__"]
 
 
-def test_every_part_has_a_floor():
+def part_of(path: Path) -> str:
+    """The top-level module or sub-package of `elmo` that `path` belongs to."""
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
+def test_every_part_is_on_a_floor_or_an_integration():
     parts = {p.name.removesuffix(".py") for p in SRC.iterdir()
-             if p.suffix == ".py" or (p / "__init__.py").is_file()}
-    assert parts - {"__init__"} <= set(FLOOR), sorted(parts - {"__init__"} - set(FLOOR))
+             if p.suffix == ".py" or (p / "__init__.py").is_file()} - {"__init__"}
+    unplaced = sorted(parts - set(FLOOR))
+    assert not unplaced, (f"{unplaced}: put a library module on a floor of LIBRARY, or list an "
+                          "integration, named after the library it plugs into, in INTEGRATIONS")
 
 
 def test_no_import_from_a_floor_above_or_beside():
     wrong = []
     for path in sorted(SRC.rglob("*.py")):
-        part = path.relative_to(SRC).parts[0].removesuffix(".py")
+        part = part_of(path)
         if part == "__init__":  # the package's public names gather every layer
             continue
         for line, imported in imported_elmo_parts(path):
             if imported != part and FLOOR[imported] >= FLOOR[part]:
                 wrong.append(f"{path.relative_to(SRC)}:{line} ({part}, floor {FLOOR[part]}) "
                              f"imports {imported} (floor {FLOOR[imported]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_integrations_import_their_library_through_import_extra():
+    """A plain `import ray` fails with a bare ImportError; `import_extra` names our extra."""
+    optional = set(EXTRA_PACKAGES) | set(INTEGRATIONS.values())
+    wrong = [f"{path.relative_to(SRC)}:{line} imports {module}"
+             for path in sorted(SRC.rglob("*.py")) if part_of(path) in INTEGRATIONS
+             for line, module in imported_modules(path) if module.split(".")[0] in optional]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_importing_the_library_loads_no_optional_library():
+    """`import elmo`, the library's floors and the command line stay light: an optional
+    library (an integration's or an extra's) loads only when its integration or feature is
+    used."""
+    parts = sorted({p for floor in LIBRARY for p in floor} | {"cli"})
+    optional = sorted(set(EXTRA_PACKAGES) | set(INTEGRATIONS.values()))
+    code = (f"import importlib, sys\nimport elmo\nfor part in {parts!r}:\n"
+            f"    importlib.import_module('elmo.' + part)\n"
+            f"print(' '.join(m for m in {optional!r} if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert not loaded, f"importing the library loaded {loaded}"
+
+
+def test_no_test_module_imports_another():
+    """Helpers shared by test modules live in tests/helpers/ (fixtures in conftest.py)."""
+    wrong = [f"{path.relative_to(TESTS)}:{line} imports {module}"
+             for path in sorted(TESTS.rglob("*.py"))
+             for line, module in imported_modules(path)
+             if module.startswith("tests.test_")]
     assert not wrong, "\n".join(wrong)

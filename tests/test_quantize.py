@@ -25,6 +25,7 @@ from elmo.modules.bilm import model_identity
 from elmo.modules.quantize import Int8Linear, int8_matmul, quantize_columns
 from elmo.tasks.config import TaskConfig
 from tests.conftest import random_bilm
+from tests.helpers.tasks import CONLLU, task_args
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat", "."], ["北京", "欢迎", "你"], ["a"],
              ["bank", "of", "the", "river", ",", "money", "in", "the", "bank"] * 3]
@@ -183,8 +184,6 @@ def test_platform_without_kernels_is_a_clear_error(tmp_path, monkeypatch, capsys
 
 def test_analyze_runs_on_int8_features(tmp_path, monkeypatch, capsys):
     from elmo.cli import analyze
-    from tests.test_analysis_probe import CONLLU
-
     seen = []
     original = Embedder.from_pretrained.__func__
 
@@ -206,8 +205,6 @@ def test_analyze_runs_on_int8_features(tmp_path, monkeypatch, capsys):
 def test_task_run_evaluated_on_int8_features(tmp_path, capsys):
     """`elmo task evaluate --quantize int8`: the run's model over an int8 biLM's features,
     cached apart from the fp32 ones; close to the fp32 score on a model that learned."""
-    from tests.test_task_cli import task_args
-
     model_dir = save_pretrained(random_bilm(seed=3), tmp_path / "bilm")
     assert main(task_args("tagging", tmp_path, str(model_dir), epochs=6)) == 0
     scores = {}

@@ -26,9 +26,8 @@ from elmo.runs import (
     run_kind,
     save_checkpoint,
 )
-from tests.test_task_cli import task_args
-from tests.test_train_cli import train_args
-from tests.test_training import write_corpus
+from tests.helpers.tasks import task_args
+from tests.helpers.training import train_args, write_corpus
 
 # ---- the checkpoint ---------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ concurrent clients batched together, each error code, disconnects, SIGTERM."""
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import re
@@ -17,7 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -32,93 +30,18 @@ from elmo.cli import main  # noqa: E402
 from elmo.embed import Embedder  # noqa: E402
 from elmo.serve.app import create_app  # noqa: E402
 from elmo.serve.limits import ServeLimits  # noqa: E402
-from elmo.serve.server import address, bind, make_server  # noqa: E402
+from elmo.serve.server import bind  # noqa: E402
 from tests.conftest import REPO, random_bilm  # noqa: E402
+from tests.helpers.serving import (  # noqa: E402
+    TIMEOUT,
+    Client,
+    GatedEmbedder,
+    reference,
+    serving,
+    wait_for,
+)
 
-TIMEOUT = 30  # seconds any one wait may take before the test fails
 SENTENCES = ["the cat sat on the mat .", "北京 欢迎 你", "a", "bank of the river"]
-
-
-class GatedEmbedder(Embedder):
-    """Records what each model call embeds; `gate.clear()` holds the calls until set."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.calls: list[list[list[str]]] = []
-        self.entered = threading.Event()
-        self.gate = threading.Event()
-        self.gate.set()
-        self.fail_next = False
-
-    def embed_sentences(self, sentences):
-        sentences = list(sentences)
-        self.calls.append(sentences)
-        self.entered.set()
-        assert self.gate.wait(TIMEOUT)
-        if self.fail_next:
-            self.fail_next = False
-            raise RuntimeError("secret internal detail /tmp/x.py")
-        return super().embed_sentences(sentences)
-
-
-def reference(sentences: list[list[str]]) -> list[np.ndarray]:
-    """What the Embedder gives for these sentences on their own."""
-    return Embedder(random_bilm(), max_tokens=100_000).embed_sentences(sentences)
-
-
-class Client:
-    """One keep-alive HTTP/1.1 connection."""
-
-    def __init__(self, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT)
-
-    def request(self, method: str, path: str, body: object = None, raw: bytes | None = None,
-                headers: dict | None = None) -> tuple[int, dict, bytes]:
-        headers = {"Content-Type": "application/json", **(headers or {})}
-        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-        self.conn.request(method, path, data, headers)
-        response = self.conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-
-    def post(self, path: str, body: object, **kwargs) -> tuple[int, object]:
-        status, _, data = self.request("POST", path, body, **kwargs)
-        return status, json.loads(data)
-
-    def get(self, path: str) -> tuple[int, bytes]:
-        status, _, data = self.request("GET", path)
-        return status, data
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-@contextmanager
-def serving(embedder: Embedder | None = None, load=None, **app_options) -> Iterator[str]:
-    """The app on a free port of 127.0.0.1, in a thread; stopped (gracefully) on exit."""
-    embedder = embedder or GatedEmbedder(random_bilm())
-    app = create_app(load or (lambda: embedder), **app_options)
-    sock = bind("127.0.0.1", 0)
-    server = make_server(app)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started, "the server to start")
-        yield address(sock)
-    finally:
-        if hasattr(embedder, "gate"):
-            embedder.gate.set()
-        server.should_exit = True
-        thread.join(TIMEOUT)
-        assert not thread.is_alive()
 
 
 @pytest.fixture(scope="module")
@@ -579,7 +502,7 @@ def test_cli_help_names_every_kind_of_model(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "options/weights"):
+    for kind in ("efml:<lang>", "ELMoForManyLangs", "original-5.5B", "weights .hdf5"):
         assert kind in help_text
 
 

@@ -28,7 +28,7 @@ from schemathesis.checks import (  # noqa: E402
 
 from elmo.serve.app import create_app  # noqa: E402
 from elmo.serve.limits import ServeLimits  # noqa: E402
-from tests.test_serve import Client, reference, serving, wait_for  # noqa: E402
+from tests.helpers.serving import Client, reference, serving, wait_for  # noqa: E402
 
 TEXTS = ["the cat sat on the mat .", "a bank of the river", "北京 欢迎 你"]
 DIMS = 32  # random_bilm's vectors

@@ -11,7 +11,7 @@ from elmo.analysis import plots
 from elmo.cli import main
 from elmo.errors import ElmoError
 from tests.conftest import random_bilm
-from tests.test_task_cli import task_args
+from tests.helpers.tasks import CONLLU, task_args
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +170,6 @@ def test_fine_tune_computes_no_feature_cache(tmp_path, model_dir):
 
 
 def test_probe_fitting_shows_progress(tmp_path, model_dir, capsys):
-    from tests.test_analysis_probe import CONLLU
-
     data = tmp_path / "toy.conllu"
     data.write_text(CONLLU, encoding="utf-8")
     assert main(["analyze", "probe", "--model", str(model_dir), "--train", str(data),

@@ -10,43 +10,7 @@ import pytest
 from elmo import save_pretrained
 from elmo.cli import _actions_of, build_parser, main
 from tests.conftest import random_bilm
-
-PEOPLE, PLACES, WORDS = ["anna", "bob", "carl"], ["paris", "rome"], ["saw", "in", "met", "the"]
-
-
-def tagging_file(path, n: int, seed: int) -> None:
-    """CoNLL (IOB1): people I-PER, places I-LOC, other words O."""
-    rng = random.Random(seed)
-    lines = ["-DOCSTART- -X- O", ""]
-    for _ in range(n):
-        for _ in range(rng.randint(2, 5)):
-            word = rng.choice(PEOPLE + PLACES + WORDS)
-            tag = "I-PER" if word in PEOPLE else "I-LOC" if word in PLACES else "O"
-            lines.append(f"{word} X {tag}")
-        lines.append("")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def classification_file(path, n: int, seed: int) -> None:
-    """label-text: pos iff the sentence says good."""
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        label = rng.choice(["pos", "neg"])
-        words = rng.choices(WORDS, k=3) + ["good" if label == "pos" else "bad"]
-        rng.shuffle(words)
-        lines.append(f"{label} {' '.join(words)}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def pair_file(path, n: int, seed: int) -> None:
-    """tsv: same iff both sentences name the same person."""
-    rng = random.Random(seed)
-    lines = ["id\tA\tB\tlabel"]
-    for i in range(n):
-        a, b = rng.choice(PEOPLE), rng.choice(PEOPLE)
-        lines.append(f"{i}\t{a} saw me\tthe {b} met\t{'same' if a == b else 'other'}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+from tests.helpers.tasks import PEOPLE, PLACES, WORDS, task_args
 
 
 @pytest.fixture(scope="module")
@@ -54,20 +18,6 @@ def tiny_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("bilm") / "tiny"
     save_pretrained(random_bilm(), path)
     return path
-
-
-def task_args(kind: str, tmp_path, elmo: str, out: str = "run", epochs: int = 4) -> list[str]:
-    makers = {"tagging": tagging_file, "classification": classification_file, "pair": pair_file}
-    for split, n, seed in (("train", 40, 0), ("dev", 12, 1), ("test", 12, 2)):
-        makers[kind](tmp_path / split, n, seed)
-    fmt = {"tagging": ["--format", "conll", "--scheme", "iob1"],
-           "classification": ["--format", "label-text"],
-           "pair": ["--format", "tsv", "--text-columns", "A,B", "--label-column", "label"]}
-    return ["task", "train", "--task", kind, "--train", str(tmp_path / "train"), "--dev",
-            str(tmp_path / "dev"), "--test", str(tmp_path / "test"), *fmt[kind], "--elmo", elmo,
-            "--out", str(tmp_path / out), "--epochs", str(epochs), "--hidden-dim", "16",
-            "--embedding-dim", "16", "--batch-size", "8", "--lr", "0.01",
-            "--cache-dir", str(tmp_path / "cache"), "--quiet"]
 
 
 @pytest.mark.parametrize("kind,elmo_at", [("tagging", "both"), ("classification", "input"),

@@ -13,7 +13,7 @@ from elmo.tasks import parallel
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import train_tasks
 from tests.conftest import random_bilm
-from tests.test_task_cli import pair_file, tagging_file
+from tests.helpers.tasks import pair_file, tagging_file
 
 
 def configs(tmp_path, name: str) -> list[TaskConfig]:

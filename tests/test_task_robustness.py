@@ -12,7 +12,7 @@ from elmo import save_pretrained
 from elmo.cli import main
 from elmo.io.atomic import output_lock
 from tests.conftest import random_bilm
-from tests.test_task_cli import task_args
+from tests.helpers.tasks import task_args
 
 
 @pytest.fixture(scope="module")

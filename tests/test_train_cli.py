@@ -21,18 +21,9 @@ from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.runs import folder as run_folder
 from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
-from tests.test_training import write_corpus
+from tests.helpers.training import train_args, write_corpus
 
 SENTENCES = [["the", "cat", "sees", "a", "ball", "."], ["my", "friend", "helps", "again", "."]]
-
-
-
-def train_args(train, valid, out, *extra) -> list[str]:
-    args = ["train", "--train", train, "--out", out, "--preset", "tiny", "--batch-size", "8",
-            "--unroll-steps", "10", "--quiet", *extra]
-    if valid is not None:
-        args += ["--valid", valid]
-    return [str(a) for a in args]
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,14 @@ from elmo.training.optimizer import build_optimizer, implementation, load_optimi
 from elmo.training.stream import BatchEncoder, PreparedBatches, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
-from tests.test_train_cli import train_args
-from tests.test_training import assert_identical, run, run_files, tiny_config, write_corpus
+from tests.helpers.training import (
+    assert_identical,
+    run,
+    run_files,
+    tiny_config,
+    train_args,
+    write_corpus,
+)
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]

@@ -22,7 +22,7 @@ from elmo.runs import CHECKPOINT_NAME
 from elmo.training.checkpoint import Checkpoint
 from elmo.training.distributed import init_world
 from elmo.training.trainer import Trainer
-from tests.test_training import tiny_config, write_corpus
+from tests.helpers.training import tiny_config, write_corpus
 
 WORLD_SIZE = 2
 

@@ -1,12 +1,11 @@
 """The training recipe: schedules, layer groups, data stream, checkpoints, NaN guard,
 early stopping, continued training. (CLI, kill -9 and DDP: test_train_cli.py and
-test_train_distributed.py, which import the helpers below.)"""
+test_train_distributed.py; their shared helpers: tests/helpers/training.py.)"""
 
 from __future__ import annotations
 
 import json
 import math
-import random
 from pathlib import Path
 
 import pytest
@@ -37,41 +36,7 @@ from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer, TrainingDiverged
 from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
-
-SUBJECTS = ["the cat", "a dog", "my friend", "the teacher", "our neighbour"]
-VERBS = ["sees", "likes", "finds", "watches", "helps"]
-OBJECTS = ["the bird", "a ball", "the old man", "her sister", "the small child"]
-ENDS = ["today .", "in the park .", "every morning .", "again .", "at home ."]
-
-
-
-# ---- helpers shared with the other test_train_* files -----------------------------------
-
-
-def write_corpus(directory: Path, n_train: int = 200, n_valid: int = 40) -> tuple[Path, Path]:
-    """A small template-grammar corpus (34 word types): train.txt and valid.txt."""
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(part) for part in (SUBJECTS, VERBS, OBJECTS, ENDS))
-             for _ in range(n_train + n_valid)]
-    directory.mkdir(parents=True, exist_ok=True)
-    train, valid = directory / "train.txt", directory / "valid.txt"
-    train.write_text("\n".join(lines[:n_train]) + "\n", encoding="utf-8")
-    valid.write_text("\n".join(lines[n_train:]) + "\n", encoding="utf-8")
-    return train, valid
-
-
-def tiny_config(train: Path, valid: Path | None = None, **overrides) -> TrainConfig:
-    options = dict(train=[str(train)], valid=None if valid is None else str(valid),
-                   preset="tiny", batch_size=8, unroll_steps=10, max_steps=20,
-                   checkpoint_every=10, eval_every=10, log_every=5, device="cpu")
-    options.update(overrides)
-    if options.get("init_from"):
-        options["preset"] = None
-    return TrainConfig(**options)
-
-
-def run(config: TrainConfig, out: Path):
-    return Trainer(config, out, progress=False).run()
+from tests.helpers.training import assert_identical, run, run_files, tiny_config, write_corpus
 
 
 def trained_like_dir(directory: Path, vocab: Vocabulary, seed: int = 3) -> Path:
@@ -82,30 +47,6 @@ def trained_like_dir(directory: Path, vocab: Vocabulary, seed: int = 3) -> Path:
     save_pretrained(random_bilm(seed), directory, extra_tensors=softmax)
     vocab.save(directory / "vocab.txt")
     return directory
-
-
-def run_files(directory: Path) -> dict[str, object]:
-    """Everything a run leaves that must be reproducible: tensors, checkpoint metadata,
-    metrics without the timing."""
-    files: dict[str, object] = {}
-    for name in (CHECKPOINT_NAME, "model.safetensors"):
-        files.update({f"{name}:{k}": v for k, v in load_file(directory / name).items()})
-    files["meta"] = read_checkpoint_meta(directory / CHECKPOINT_NAME)
-    files["metrics"] = [
-        {k: v for k, v in json.loads(line).items() if k not in ("tokens_per_s", "minutes")}
-        for line in (directory / "metrics.jsonl").read_text().splitlines()
-    ]
-    return files
-
-
-def assert_identical(got: dict[str, object], want: dict[str, object]) -> None:
-    """Bitwise equality of two `run_files`."""
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        if isinstance(value, torch.Tensor):
-            assert torch.equal(got[key], value), key
-        else:
-            assert got[key] == value, key
 
 
 # ---- schedules and layer groups ---------------------------------------------------------

@@ -15,7 +15,7 @@ from elmo.errors import InputFileError
 from elmo.tasks.encoder import UNK, EncoderConfig, WordEncoder
 from elmo.tasks.word_vectors import load_word_vectors, read_word_vectors, vector_dim
 from tests.conftest import write_text
-from tests.test_task_cli import classification_file
+from tests.helpers.tasks import classification_file
 
 LINES = ["good 0.5 -1 2", "bad 1e-1 0 -0.25", "the 1 1 1", "Good 9 9 9"]
 

@@ -18,9 +18,11 @@ from elmo import embed_file as file_job
 from elmo.chars import check_sentences, check_tokens
 from elmo.device import check_precision, computing_in, resolve_device
 from elmo.embed_file import (
+    EMBEDDER_SETTINGS,
     LAYER_MODES,
     OUTPUT_DTYPES,
     EmbedFileOptions,
+    EmbedSettings,
     InputLine,
     read_lines,
     select_layers,
@@ -29,11 +31,12 @@ from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles
 from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
 from elmo.modules.bilm import BiLM, model_identity
+from elmo.modules.elmo import contextualize_words
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer
 
-__all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "InputLine",
-           "TokenVectorCache", "read_lines", "select_layers"]
+__all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "EmbedSettings",
+           "InputLine", "TokenVectorCache", "read_lines", "select_layers"]
 
 T = TypeVar("T")
 CHUNK_BATCHES = 16  # a chunk (regrouped by length together) holds this many batches' worth
@@ -240,17 +243,15 @@ class Embedder:
     def _contextualize_cached(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Layers (L+1, B, T, 2P) with token vectors from the cache."""
         bos, eos = self.model.indexer.bos_token, self.model.indexer.eos_token
-        wrapped = [[bos, *s, eos] for s in sentences]
-        vocab = list(dict.fromkeys(w for s in wrapped for w in s))
+        vocab = list(dict.fromkeys(w for s in sentences for w in (bos, *s, eos)))
         position = {w: i + 1 for i, w in enumerate(vocab)}  # 0: the zero padding row
         table = self.token_cache.lookup(vocab)  # (V, P)
         table = torch.cat([table.new_zeros(1, table.shape[1]), table])
-        longest = max(len(s) for s in wrapped)
-        index = torch.zeros(len(wrapped), longest, dtype=torch.long)
-        for b, s in enumerate(wrapped):
-            index[b, : len(s)] = torch.tensor([position[w] for w in s])
-        lengths = torch.tensor([len(s) for s in wrapped], device=self.device)
-        return self.model.contextualize(table[index.to(self.device)], lengths).layers
+        word_ids = torch.zeros(len(sentences), max(map(len, sentences)), dtype=torch.long)
+        for b, s in enumerate(sentences):
+            word_ids[b, : len(s)] = torch.tensor([position[w] for w in s], dtype=torch.long)
+        boundaries = table[[position[bos], position[eos]]]  # (2, P)
+        return contextualize_words(self.model, table, word_ids.to(self.device), boundaries).layers
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """The layers of one tokenized sentence: (L+1, n, 2P)."""
@@ -312,8 +313,13 @@ class Embedder:
                    options: EmbedFileOptions | None = None, **kwargs) -> Path:
         """Embed a text file (a sentence per line, split by `self.tokenizer`) or a FASTA file
         into HDF5: `elmo.embed_file.embed_file` with this embedder. Give `options`, or its
-        fields as keywords (`layers="top"`, `overwrite=True`, ...; see `EmbedFileOptions`)."""
+        fields as keywords (`layers="top"`, `overwrite=True`, ...; see `EmbedFileOptions`);
+        the Embedder's own settings (`batch_size`, ...) are those it was made with."""
         if options is not None and kwargs:
             raise TypeError("give options or keyword arguments, not both")
+        made = sorted(set(kwargs) & set(EMBEDDER_SETTINGS))
+        if made:
+            raise TypeError(f"{', '.join(made)}: the Embedder's settings, given when it is "
+                            "made, not to embed_file")
         return file_job.embed_file(self, input_path, output_path,
                                    options or EmbedFileOptions(**kwargs))

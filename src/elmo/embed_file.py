@@ -1,5 +1,7 @@
 """The file job: a text file (a sentence per line) or a FASTA file (a record per sequence) ->
-HDF5, resumable and shardable; and the save loop that the feature cache shares.
+HDF5, resumable and shardable; the save loop that the feature cache shares; and
+`EmbedSettings`, the embedding settings of every entry point (`elmo embed`, `--ray`,
+`elmo serve`, the feature cache), which `EmbedFileOptions` extends with the file's.
 
 `embed_file(embedder, INPUT, OUTPUT, EmbedFileOptions(...))` is `elmo embed` (and
 `Embedder.embed_file`). It takes any embedder with the few methods of `SentenceEmbedder`
@@ -20,24 +22,37 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 from tqdm import tqdm
 
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.atomic import claim_output
-from elmo.io.fasta import dataset_name, is_fasta_path, read_fasta, scan_fasta
+from elmo.io.fasta import (
+    FASTA_KEYS,
+    check_unique_sequences,
+    is_fasta_path,
+    read_fasta,
+    record_key,
+    scan_fasta,
+)
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin, scan_input
 from elmo.io.textfile import read_lines as read_text_lines
-from elmo.memory import DeviceMemoryError
+from elmo.memory import AUTO, DeviceMemoryError
 from elmo.tokenize import Tokenizer, get_tokenizer
+
+if TYPE_CHECKING:
+    import torch
 
 LAYER_MODES = ("all", "top", "average", "sum")
 POOL_MODES = ("mean",)
 OUTPUT_DTYPES = ("float32", "float16")
 INPUT_FORMATS = ("text", "fasta")
+# The fields of EmbedSettings that the Embedder takes (the others say what is kept).
+EMBEDDER_SETTINGS = ("tokenizer", "batch_size", "max_tokens", "device", "quantize", "precision",
+                     "stateful")
 
 T = TypeVar("T")
 
@@ -102,21 +117,67 @@ class SentenceEmbedder(Protocol):
 
 
 @dataclass(frozen=True)
-class EmbedFileOptions:
-    """How a file is embedded and stored: the Python names of `elmo embed`'s options.
+class EmbedSettings:
+    """How sentences are embedded and what is kept of their layers: the settings that
+    `elmo embed` (with or without `--ray`), `elmo serve`, `elmo.ray.Embed` and the feature
+    cache share, checked once here.
 
-    `layers`: all, top, average or sum. `pool`: None, or "mean" for one vector per line or
-    record (the mean over its tokens of the chosen layers). `dtype`: float32, or float16 for
-    half the size. `format`: "text" or "fasta"; None decides by the input's name (.fasta .fa
-    .faa .fas, plain or .gz, are FASTA). `encoding_errors`: "strict" or "replace".
-    `num_shards`/`shard_index`: embed only that block of the input. `overwrite`: replace an
-    existing output. Text only: `forget_sentences` leaves out `sentence_to_index`;
-    `use_sentence_keys` names datasets by their line's text. `progress`: a progress bar.
+    What is kept (`reduce`): `layers` all, top, average or sum; `pool` None, or "mean" for one
+    vector per sentence (the mean over its tokens of the chosen layers); `dtype` float32, or
+    float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
+    model's, else whitespace), `batch_size` (sentences per batch), `max_tokens` (padded tokens
+    per batch, "auto" or a number), `device` (None: cuda if available), `quantize` (None or
+    "int8"), `precision` (fp32, tf32 or bf16) and `stateful` (the original's protocol), which
+    the Embedder checks when it is made.
     """
 
     layers: str = "all"
     pool: str | None = None
     dtype: str = "float32"
+    tokenizer: Tokenizer | str | None = None
+    batch_size: int = 64
+    max_tokens: int | str = AUTO
+    device: str | torch.device | None = None
+    quantize: str | None = None
+    precision: str = "fp32"
+    stateful: bool = False
+
+    def __post_init__(self) -> None:
+        check_choices(("layers", self.layers, LAYER_MODES),
+                      ("pool", self.pool, (None, *POOL_MODES)),
+                      ("dtype", self.dtype, OUTPUT_DTYPES))
+
+    def reduce(self, layers: np.ndarray) -> np.ndarray:
+        """(L+1, n, D) -> what is kept: the chosen layers, pooled if asked, in `dtype`."""
+        selected = select_layers(layers, self.layers)
+        if self.pool == "mean":  # over the token axis; no tokens: NaN
+            selected = selected.mean(axis=-2) if selected.shape[-2] else \
+                np.full(selected.shape[:-2] + selected.shape[-1:], np.nan, selected.dtype)
+        return selected.astype(self.dtype, copy=False)
+
+    def embedder_options(self) -> dict[str, Any]:
+        """The keywords of `Embedder` (and `Embedder.from_pretrained`) these settings give."""
+        options = {name: getattr(self, name) for name in EMBEDDER_SETTINGS}
+        if self.tokenizer is None:  # the Embedder's default: the model's, else whitespace
+            del options["tokenizer"]
+        return options
+
+
+@dataclass(frozen=True)
+class EmbedFileOptions(EmbedSettings):
+    """How a file is embedded and stored: the Python names of `elmo embed`'s options.
+
+    The embedding settings (`EmbedSettings`; the file job reads what is kept of the layers,
+    `Embedder.from_pretrained(model, **options.embedder_options())` the rest), and:
+    `format`: "text" or "fasta"; None decides by the input's name (.fasta .fa .faa .fas, plain
+    or .gz, are FASTA). `encoding_errors`: "strict" or "replace". `num_shards`/`shard_index`:
+    embed only that block of the input. `overwrite`: replace an existing output. Text only:
+    `forget_sentences` leaves out `sentence_to_index`; `use_sentence_keys` names datasets by
+    their line's text. FASTA only: `fasta_keys` "biotrainer" names datasets by biotrainer's
+    hash of the sequence (`elmo.io.fasta.biotrainer_key`), not the id. `progress`: a progress
+    bar.
+    """
+
     format: str | None = None
     encoding_errors: str = "strict"
     num_shards: int = 1
@@ -124,30 +185,39 @@ class EmbedFileOptions:
     overwrite: bool = False
     forget_sentences: bool = False
     use_sentence_keys: bool = False
+    fasta_keys: str = "id"
     progress: bool = True
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("layers", self.layers, LAYER_MODES),
-                                     ("pool", self.pool, (None, *POOL_MODES)),
-                                     ("dtype", self.dtype, OUTPUT_DTYPES),
-                                     ("format", self.format, (None, *INPUT_FORMATS)),
-                                     ("encoding_errors", self.encoding_errors, ENCODING_ERRORS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-
-    def reduce(self, layers: np.ndarray) -> np.ndarray:
-        """(L+1, n, D) -> what is stored: the chosen layers, pooled if asked, in `dtype`."""
-        selected = select_layers(layers, self.layers)
-        if self.pool == "mean":  # over the token axis; no tokens: NaN
-            selected = selected.mean(axis=-2) if selected.shape[-2] else \
-                np.full(selected.shape[:-2] + selected.shape[-1:], np.nan, selected.dtype)
-        return selected.astype(self.dtype, copy=False)
+        super().__post_init__()
+        check_choices(("format", self.format, (None, *INPUT_FORMATS)),
+                      ("encoding_errors", self.encoding_errors, ENCODING_ERRORS),
+                      ("fasta_keys", self.fasta_keys, FASTA_KEYS))
 
     def identity(self) -> dict[str, str]:
-        """The settings that change a stored number."""
+        """The file job's settings that change a stored number."""
         return {"layers": self.layers, "dtype": self.dtype,
                 "encoding_errors": self.encoding_errors,
-                **({"pool": self.pool} if self.pool else {})}
+                **({"pool": self.pool} if self.pool else {}),
+                **({"fasta_keys": self.fasta_keys} if self.fasta_keys != "id" else {})}
+
+
+def check_choices(*choices: tuple[str, object, tuple[object, ...]]) -> None:
+    """ValueError for the first (name, value, allowed) whose value is not allowed."""
+    for name, value, allowed in choices:
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def tell_resumed(path: Path, restarted: bool, done: int, total: int, noun: str) -> None:
+    """Say on stderr that the work left at `path` by another run was dropped (`restarted`),
+    or that `done` of its `total` `noun`s are kept."""
+    if restarted:
+        print(f"elmo: {path} was left by a run of another input, model or setting: "
+              "starting anew", file=sys.stderr)
+    if done:
+        print(f"elmo: resuming {path}: {done:,} of {total:,} {noun}s were embedded before",
+              file=sys.stderr)
 
 
 @dataclass
@@ -268,11 +338,13 @@ def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path
     if len(summary) == 0:
         raise InputFileError(f"{input_path} has no FASTA record ('>ID' line): there is nothing "
                              "to embed")
+    if options.fasta_keys == "biotrainer":
+        check_unique_sequences(input_path, options.encoding_errors)
     _, input_digest = scan_input(input_path)
     own, identity, partial = _start(embedder, output_path, options, len(summary), "record", {
         "input_sha256": input_digest, "total_records": str(len(summary)), "format": "fasta"})
     _save(embedder, partial, _records(input_path, options.encoding_errors,
-                                      range(partial.done, own.stop)), options,
+                                      range(partial.done, own.stop), options.fasta_keys), options,
           f"{input_path}, record", total=summary.residues(own),
           initial=summary.residues(range(own.start, partial.done)), unit="residue",
           desc=f"embedding {input_path.name}")
@@ -282,14 +354,18 @@ def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path
             out.attrs.update(identity)
 
 
-def _records(path: Path, encoding_errors: str, numbers: range) -> Iterator[Item]:
-    """The records numbered `numbers` (0-based), as items: a residue per token."""
+def _records(path: Path, encoding_errors: str, numbers: range, keys: str) -> Iterator[Item]:
+    """The records numbered `numbers` (0-based), as items: a residue per token, named as
+    `keys` says (biotrainer's keys: with its attribute `original_id` too)."""
     for number, record in enumerate(read_fasta(path, encoding_errors)):
         if number >= numbers.stop:
             return
         if number >= numbers.start:
-            yield Item(number, dataset_name(record.id), list(record.sequence),
-                       len(record.sequence), {"id": record.id, "description": record.description})
+            attrs = {"id": record.id, "description": record.description}
+            if keys == "biotrainer":
+                attrs["original_id"] = record.id
+            yield Item(number, record_key(record, keys), list(record.sequence),
+                       len(record.sequence), attrs)
 
 
 def _start(embedder: SentenceEmbedder, output_path: Path, options: EmbedFileOptions,
@@ -303,12 +379,8 @@ def _start(embedder: SentenceEmbedder, output_path: Path, options: EmbedFileOpti
         identity.update(num_shards=str(options.num_shards), shard_index=str(options.shard_index))
     partial = PartialOutput(output_path.with_name(output_path.name + ".partial"), identity,
                             start=own.start)
-    if options.progress and partial.restarted:
-        print(f"elmo: {partial.path} was left by a run of another input, model or setting: "
-              "starting anew", file=sys.stderr)
-    if options.progress and partial.done > own.start:
-        print(f"elmo: resuming {partial.path}: {partial.done - own.start:,} of {len(own):,} "
-              f"{noun}s were embedded before", file=sys.stderr)
+    if options.progress:
+        tell_resumed(partial.path, partial.restarted, partial.done - own.start, len(own), noun)
     return own, identity, partial
 
 

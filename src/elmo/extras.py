@@ -25,6 +25,11 @@ EXTRA_PACKAGES = {
     "ray": ("ray", "ray"),  # ray[data]: Ray Data with pyarrow and pandas
     "pyarrow": ("pyarrow", "ray"),
     "huggingface_hub": ("huggingface_hub", "hub"),
+    "yaml": ("pyyaml", "bio"),
+    "plotly": ("plotly", "bio"),
+    "umap": ("umap-learn", "bio"),
+    "onnx": ("onnx", "onnx"),
+    "onnxruntime": ("onnxruntime", "onnx"),
     "flair": ("flair", "flair"),
     "spacy": ("spacy", "spacy"),
 }

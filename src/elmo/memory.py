@@ -155,6 +155,8 @@ def compute_halving(
     release_cached_memory(device)
     if len(items) == 1 or not split:
         raise too_large(items, offset)
+    logger.warning("%s: out of memory for %d sentences from %d on; computing each half alone",
+                   device, len(items), offset)
     half = len(items) // 2
     return [*compute_halving(compute, items[:half], device, too_large, split, offset),
             *compute_halving(compute, items[half:], device, too_large, split, offset + half)]

@@ -13,6 +13,7 @@ import torch
 
 from elmo import __version__
 from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
+from elmo.cli import bio_embeddings as bio_embeddings_command
 from elmo.errors import ElmoError
 
 SUBCOMMANDS = {
@@ -26,6 +27,7 @@ SUBCOMMANDS = {
     "analyze": analyze,
     "info": info,
     "serve": serve,
+    "bio-embeddings": bio_embeddings_command,
 }
 
 # Commands whose models are small: one thread is as fast, and a second one, on a host whose

@@ -16,7 +16,8 @@ from elmo.cli.common import (
 )
 from elmo.device import PRECISIONS
 from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
-from elmo.embed_file import INPUT_FORMATS, POOL_MODES
+from elmo.embed_file import INPUT_FORMATS, POOL_MODES, EmbedFileOptions
+from elmo.io.fasta import FASTA_KEYS
 from elmo.io.textfile import ENCODING_ERRORS
 from elmo.memory import AUTO
 
@@ -62,6 +63,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help="text: a sentence per line; fasta: a record per sequence, a residue per "
                    "token, datasets named by record id. Default: fasta for .fasta .fa .faa .fas "
                    "(plain or .gz), else text")
+    p.add_argument("--fasta-keys", choices=FASTA_KEYS, default="id",
+                   help="FASTA datasets named by record id (default), or by biotrainer's hash "
+                   "of the sequence (sha256 of 'SEQUENCE_LENGTH'), for training with biotrainer")
     add_tokenizer(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--max-tokens", type=_max_tokens, default=AUTO,
@@ -101,7 +105,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.cuda_device is not None:  # AllenNLP's flag, as a torch device
+        args.device = "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
     if embed_ray.asked(args):
+        if args.fasta_keys != "id":
+            parser.error("--fasta-keys biotrainer is not available with --ray")
         return embed_ray.run(args, parser)
     official = args.options is not None or args.weights is not None
     expected = 2 if official else 3
@@ -117,20 +125,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     input_path, output_path = args.paths[-2:]
     shard_index = _shard_index(args, output_path, parser)
     output_path = output_path.replace(SHARD, str(shard_index))
-    device = args.device
-    if args.cuda_device is not None:
-        device = "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
-    embedder = Embedder.from_pretrained(
-        model_files(model, args), device=device,
-        batch_size=args.batch_size, max_tokens=args.max_tokens, stateful=args.stateful,
-        tokenizer=args.tokenizer, quantize=args.quantize, precision=args.precision,
-    )
-    embedder.embed_file(input_path, output_path, layers=args.layers, pool=args.pool,
-                        format=args.format, dtype=args.dtype,
-                        encoding_errors=args.encoding_errors, progress=not args.quiet,
-                        num_shards=args.num_shards, shard_index=shard_index,
-                        overwrite=args.overwrite, forget_sentences=args.forget_sentences,
-                        use_sentence_keys=args.use_sentence_keys)
+    options = EmbedFileOptions(
+        layers=args.layers, pool=args.pool, dtype=args.dtype, tokenizer=args.tokenizer,
+        batch_size=args.batch_size, max_tokens=args.max_tokens, device=args.device,
+        quantize=args.quantize, precision=args.precision, stateful=args.stateful,
+        format=args.format, encoding_errors=args.encoding_errors, num_shards=args.num_shards,
+        shard_index=shard_index, overwrite=args.overwrite,
+        forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+        fasta_keys=args.fasta_keys, progress=not args.quiet)
+    embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())
+    embedder.embed_file(input_path, output_path, options)
     return 0
 
 

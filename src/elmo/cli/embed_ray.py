@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from elmo.embed_file import EmbedSettings
+
 
 def add_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
@@ -62,13 +64,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.ray import embed_files  # needs the [ray] extra
 
     model, inputs, output = args.paths
-    device = args.device if args.cuda_device is None else \
-        "cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}"
+    settings = EmbedSettings(layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
+                             batch_size=args.batch_size, max_tokens=args.max_tokens,
+                             device=args.device, quantize=args.quantize)
     done = embed_files(
-        model, inputs, output, layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
-        quantize=args.quantize, device=device, batch_size=args.batch_size,
-        encoding_errors=args.encoding_errors, format=args.format,
-        max_tokens=args.max_tokens, workers=args.workers,
+        model, inputs, output, settings, encoding_errors=args.encoding_errors,
+        format=args.format, workers=args.workers,
         threads=args.threads or args.threads_before or 1,
         block_lines=args.block_lines, address=args.address,
         overwrite=args.overwrite, progress=not args.quiet)

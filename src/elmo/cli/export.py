@@ -8,6 +8,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from elmo.cli import export_onnx
 from elmo.cli.common import MODEL_HELP, add_overwrite
 from elmo.errors import ElmoError
 from elmo.io.atomic import claim_output
@@ -31,13 +32,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "byte-level models only: ELMoForManyLangs models export to native. "
         "OUTDIR hf:OWNER/REPO[/SUB/DIR] publishes to that Hugging Face Hub repo (created if "
         "missing) in our format, with a model card README.md; `hf:OWNER/REPO` then loads it "
-        "(docs/hub.md).",
+        "(docs/hub.md). An OUTDIR ending in .onnx (or --format onnx) writes an ONNX graph of "
+        "the inference biLM (docs/deployment.md).",
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("out_dir", metavar="OUTDIR", help="a directory, or hf:OWNER/REPO")
-    p.add_argument("--format", choices=sorted(EXPORT_FORMATS), default=None,
+    p.add_argument("--format", choices=sorted([*EXPORT_FORMATS, "onnx"]), default=None,
                    help="default: bilm-tf for a directory; a Hub repo gets native")
     add_overwrite(p)
+    export_onnx.add_arguments(p)
     hub = p.add_argument_group("publishing to the Hub (OUTDIR hf:OWNER/REPO)")
     hub.add_argument("--revision", metavar="BRANCH",
                      help="commit to this branch, created from the default branch if missing "
@@ -59,6 +62,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                    if getattr(args, o)]
     if hub_options:
         parser.error(f"{', '.join(hub_options)} apply to OUTDIR hf:OWNER/REPO only")
+    if export_onnx.wants_onnx(args):
+        return export_onnx.run(args)
+    if args.layers != "all":
+        parser.error("--layers applies to --format onnx only")
     fmt = args.format or BILM_TF.name
     files = resolve_model(args.model).local()
     model_path = [args.model] if Path(args.model).exists() else []

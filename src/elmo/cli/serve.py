@@ -7,7 +7,7 @@ import sys
 from dataclasses import fields
 
 from elmo.cli.common import MODEL_HELP, add_official_pair, add_quantize, add_tokenizer, model_files
-from elmo.embed import LAYER_MODES
+from elmo.embed_file import LAYER_MODES, EmbedSettings
 from elmo.extras import import_extra
 from elmo.loading.resolve import DEFAULT_MODEL
 from elmo.serve.limits import ServeLimits
@@ -58,10 +58,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.serve.server import run as run_server
 
     limits = ServeLimits(**{limit.name: getattr(args, limit.name) for limit in fields(ServeLimits)})
+    settings = EmbedSettings(layers=args.layers, tokenizer=args.tokenizer, device=args.device,
+                             quantize=args.quantize, max_tokens=limits.max_batch_tokens)
 
     def load() -> Embedder:
-        return Embedder.from_pretrained(files, device=args.device, tokenizer=args.tokenizer,
-                                        quantize=args.quantize, max_tokens=limits.max_batch_tokens)
+        return Embedder.from_pretrained(files, **settings.embedder_options())
 
     failures: list[Exception] = []
 

@@ -11,6 +11,7 @@ without sequence, an id that repeats an earlier one, a character that is not a l
 
 from __future__ import annotations
 
+import hashlib
 import re
 import warnings
 from array import array
@@ -22,6 +23,8 @@ from elmo.errors import InputFileError
 from elmo.io.textfile import read_lines
 
 SUFFIXES = (".fasta", ".fa", ".faa", ".fas")
+# How a record's HDF5 dataset is named: by its id, or by biotrainer's hash of its sequence.
+FASTA_KEYS = ("id", "biotrainer")
 _NOT_RESIDUE = re.compile(r"[^A-Za-z\s]")
 _LOWERCASE = re.compile(r"[a-z]")
 
@@ -127,3 +130,30 @@ def dataset_name(record_id: str) -> str:
     (which HDF5 reads as a path) `%2F`; the id "." is `%2E`."""
     name = record_id.replace("%", "%25").replace("/", "%2F")
     return "%2E" if name == "." else name
+
+
+def biotrainer_key(sequence: str) -> str:
+    """biotrainer's dataset name of a sequence (its `calculate_sequence_hash`): the hex sha256
+    of 'SEQUENCE_LENGTH'."""
+    return hashlib.sha256(f"{sequence}_{len(sequence)}".encode()).hexdigest()
+
+
+def record_key(record: FastaRecord, keys: str = "id") -> str:
+    """A record's dataset name: `dataset_name` of its id, or with keys "biotrainer" the
+    `biotrainer_key` of its sequence."""
+    return biotrainer_key(record.sequence) if keys == "biotrainer" else dataset_name(record.id)
+
+
+def check_unique_sequences(path: str | Path, encoding_errors: str = "strict") -> None:
+    """InputFileError naming the first record whose sequence repeats an earlier one's (keys
+    made from the sequence would collide)."""
+    seen: dict[str, FastaRecord] = {}
+    for record in read_fasta(path, encoding_errors):
+        key = biotrainer_key(record.sequence)
+        if key in seen:
+            first = seen[key]
+            raise InputFileError(
+                f"{path}, line {record.line}: record {record.id!r} has the same sequence as "
+                f"{first.id!r} (line {first.line}); a dataset keyed by its sequence holds both: "
+                "remove duplicates (e.g. `seqkit rmdup -s`), or name datasets by id")
+        seen[key] = record

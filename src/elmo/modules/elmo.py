@@ -1,4 +1,6 @@
-"""MixedBiLM: a biLM plus N learned mixes of its layers, for use inside a task model."""
+"""MixedBiLM: a biLM plus N learned mixes of its layers, for use inside a task model; and
+`contextualize_words`, the biLM over token vectors kept in a table (MixedBiLM's
+`vocab_to_cache`, the Embedder's token vector cache)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.errors import ElmoError
-from elmo.modules.bilm import BiLM, add_boundaries, words_only
+from elmo.modules.bilm import BiLM, BiLMOutput, add_boundaries, words_only
 from elmo.modules.scalar_mix import ScalarMix
 
 Representations = dict[str, torch.Tensor | list[torch.Tensor]]
+
+
+def contextualize_words(bilm: BiLM, table: torch.Tensor, word_ids: torch.Tensor,
+                        boundaries: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
+    """The layers of sentences whose token vectors are already computed: `word_ids` (B, T)
+    index `table` (V, P), whose row 0 is the padding after each sentence's words;
+    `boundaries` (2, P) holds the vectors of <S> and </S>. What `bilm(char_ids)` gives for
+    the same words, without running the char-CNN on them."""
+    lengths = (word_ids > 0).sum(dim=1)
+    vectors = F.embedding(word_ids, table, padding_idx=0)  # (B, T, P)
+    tokens = add_boundaries(vectors, lengths, boundaries[0], boundaries[1])
+    return bilm.contextualize(tokens, lengths + 2, keep_boundaries)
 
 
 class MixedBiLM(nn.Module):
@@ -213,11 +227,9 @@ class MixedBiLM(nn.Module):
         with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
             if word_ids is not None and 0 <= int(word_ids.min()) and \
                     int(word_ids.max()) < self._word_embedding.num_embeddings:
-                lengths = (word_ids > 0).sum(dim=1)
                 bos_eos = bilm.encode_tokens(torch.stack([bilm.bos_ids, bilm.eos_ids]))  # (2, P)
-                vectors = self._word_embedding(word_ids)  # (B, T, P)
-                tokens = add_boundaries(vectors, lengths, bos_eos[0], bos_eos[1])
-                out = bilm.contextualize(tokens, lengths + 2, keep_boundaries=boundaries)
+                out = contextualize_words(bilm, self._word_embedding.weight, word_ids, bos_eos,
+                                          keep_boundaries=boundaries)
             else:  # no cache, or words outside it: the char-CNN (as AllenNLP backs off)
                 out = bilm(char_ids, keep_boundaries=boundaries)
         return out.layers, out.mask, boundaries  # (L+1, B, T', 2P), (B, T')

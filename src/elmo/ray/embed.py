@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.embed import LAYER_MODES, Embedder, select_layers
+from elmo.embed import Embedder, EmbedSettings, select_layers
 from elmo.errors import ElmoError
 from elmo.memory import AUTO
 from elmo.tokenize import Tokenizer, get_tokenizer
@@ -53,16 +53,14 @@ class Embed:
         batch_size: int = 64,
         max_tokens: int | str = AUTO,
     ) -> None:
-        if layers not in LAYER_MODES:
-            raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+        settings = EmbedSettings(layers=layers, tokenizer=tokenizer, quantize=quantize,
+                                 device=device, batch_size=batch_size, max_tokens=max_tokens)
         if threads is not None:
             if threads < 1:
                 raise ValueError(f"threads must be at least 1, got {threads}")
             torch.set_num_threads(threads)
         self.layers, self.column = layers, column
-        self.embedder = Embedder.from_pretrained(model, tokenizer=tokenizer, quantize=quantize,
-                                                 device=device, batch_size=batch_size,
-                                                 max_tokens=max_tokens)
+        self.embedder = Embedder.from_pretrained(model, **settings.embedder_options())
         chosen = self.embedder.tokenizer
         self.tokenize = get_tokenizer(chosen) if isinstance(chosen, str) else chosen
 

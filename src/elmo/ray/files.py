@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,8 +28,8 @@ import numpy as np
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
-from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
-from elmo.embed_file import INPUT_FORMATS
+from elmo.embed import CHUNK_BATCHES, Embedder, EmbedSettings
+from elmo.embed_file import INPUT_FORMATS, check_choices, tell_resumed
 from elmo.errors import ElmoError, InputFileError
 from elmo.extras import import_extra
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
@@ -42,7 +41,7 @@ from elmo.io.parquet_output import (
     write_block,
 )
 from elmo.io.textfile import read_lines, scan_input
-from elmo.memory import AUTO, DeviceMemoryError
+from elmo.memory import DeviceMemoryError
 from elmo.modules.bilm import model_identity
 from elmo.ray.embed import Embed
 
@@ -94,8 +93,7 @@ def input_format(files: Sequence[Path], format: str | None = None) -> str:
     """"text" or "fasta": `format` if given, else what the file names say (.fasta .fa .faa
     .fas, plain or .gz, are FASTA), which must be the same for all files."""
     if format is not None:
-        if format not in INPUT_FORMATS:
-            raise ValueError(f"format must be one of {INPUT_FORMATS}, got {format!r}")
+        check_choices(("format", format, INPUT_FORMATS))
         return format
     fasta = [f for f in files if is_fasta_path(f)]
     text = [f for f in files if not is_fasta_path(f)]
@@ -187,16 +185,10 @@ def embed_files(
     model: str | Path | None,
     inputs: str | Path | Sequence[str | Path],
     output_dir: str | Path,
+    settings: EmbedSettings | None = None,
     *,
-    layers: str = "all",
-    dtype: str = "float32",
-    tokenizer: str | None = None,
-    quantize: str | None = None,
-    device: str | None = None,
-    batch_size: int = 64,
     encoding_errors: str = "strict",
     format: str | None = None,
-    max_tokens: int | str = AUTO,
     workers: int | None = None,
     threads: int = 1,
     block_lines: int | None = None,
@@ -215,32 +207,33 @@ def embed_files(
     of `threads` torch threads each. Ray: the one this process already joined, else
     `ray.init(address)` (None: a local Ray, or the cluster at $RAY_ADDRESS), shut down at the
     end. Re-running after a kill skips the blocks already written; an existing output is
-    replaced only with `overwrite`. `layers`, `dtype`, `tokenizer`, `quantize`, `batch_size`,
-    `max_tokens` and `encoding_errors` are those of `Embedder.embed_file`. `block_lines`
-    (default: 16 x `batch_size`, the Embedder's chunk): the lines (FASTA: records) of a
+    replaced only with `overwrite`. `settings` (default `EmbedSettings()`: all layers,
+    float32) and `encoding_errors` are those of `Embedder.embed_file`, except that every
+    token's vectors are kept (no `pool`), stateless, in fp32. `block_lines` (default:
+    `CHUNK_BATCHES` x `batch_size`, the Embedder's chunk): the lines (FASTA: records) of a
     block, each block one Parquet file. With a multiple of the chunk, a line is computed with
     the neighbours it has in `Embedder.embed_file`.
     """
-    block_lines = block_lines or 16 * batch_size
-    if layers not in LAYER_MODES:
-        raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
-    if dtype not in OUTPUT_DTYPES:
-        raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
+    settings = settings or EmbedSettings()
+    if settings.pool is not None or settings.stateful or settings.precision != "fp32":
+        raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
+                         "pool, stateful and precision are not for it")
+    block_lines = block_lines or CHUNK_BATCHES * settings.batch_size
     if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
         raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
                          f"{block_lines}, {workers}")
     files = input_files(inputs)
     format = input_format(files, format)
-    checked = Embedder.from_pretrained(model, tokenizer=tokenizer, quantize=quantize,
-                                       device="cpu")
+    checked = Embedder.from_pretrained(model, tokenizer=settings.tokenizer,
+                                       quantize=settings.quantize, device="cpu")
     model_sha256 = model_identity(checked.model)
     tokenizer = "chars" if format == "fasta" else checked.tokenizer  # a residue per token
     del checked
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
-    embed = {"model": model, "layers": layers, "tokenizer": tokenizer, "quantize": quantize,
-             "threads": threads, "device": device, "batch_size": batch_size,
-             "max_tokens": max_tokens}
+    embed = {"model": model, "layers": settings.layers, "tokenizer": tokenizer,
+             "quantize": settings.quantize, "threads": threads, "device": settings.device,
+             "batch_size": settings.batch_size, "max_tokens": settings.max_tokens}
     noun = "record" if format == "fasta" else "line"
     run = RayEmbedRun(Path(output_dir), input_format=format)
     with claim_parquet_output(output_dir, overwrite) as output:
@@ -250,25 +243,22 @@ def embed_files(
         if sum(n for n, _ in scans) == 0:
             raise InputFileError(f"{', '.join(map(str, files))}: no {noun}s: nothing to embed")
         out = ParquetOutput(output, _manifest(files, scans, block_lines, {
-            "input_format": format, "model_sha256": model_sha256, "layers": layers,
-            "dtype": dtype, "tokenizer": tokenizer, "quantize": quantize,
-            "encoding_errors": encoding_errors, "batch_size": batch_size,
-            "max_tokens": max_tokens}))
-        if progress and out.restarted:
-            print(f"elmo: {out.path} was left by a run of another input, model or setting: "
-                  "starting anew", file=sys.stderr)
+            "input_format": format, "model_sha256": model_sha256, "layers": settings.layers,
+            "dtype": settings.dtype, "tokenizer": tokenizer, "quantize": settings.quantize,
+            "encoding_errors": encoding_errors, "batch_size": settings.batch_size,
+            "max_tokens": settings.max_tokens}))
         pending = [{**b, "source": str(files[b["source"]])} for b in out.pending()]
         blocks = len(out.manifest["blocks"])
-        if progress and len(pending) < blocks:
-            print(f"elmo: resuming {out.path}: {blocks - len(pending):,} of {blocks:,} blocks "
-                  "were embedded before", file=sys.stderr)
+        if progress:
+            tell_resumed(out.path, out.restarted, blocks - len(pending), blocks, "block")
         if pending:
             total = sum(n for n, _ in scans)
             bar = {"total": total, "initial": total - sum(b["stop"] - b["start"] for b in pending),
                    "unit": noun, "disable": not progress,
                    "desc": f"embedding {len(files)} file{'s' * (len(files) > 1)} with Ray"}
             writer = {"directory": str(out.path), "embed": embed,
-                      "encoding_errors": encoding_errors, "dtype": dtype, "format": format}
+                      "encoding_errors": encoding_errors, "dtype": settings.dtype,
+                      "format": format}
             _run_blocks(run, pending, writer, workers, address, bar)
         out.finish()
     return run

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
+from typing import Annotated
 
 import numpy as np
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -24,7 +25,7 @@ from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
 
 from elmo import __version__
-from elmo.embed import LAYER_MODES, Embedder, select_layers
+from elmo.embed import Embedder, EmbedSettings, select_layers
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
@@ -58,8 +59,6 @@ logger = logging.getLogger("elmo.serve")
 
 BINARY = "application/octet-stream"  # /embed_all's safetensors answer
 CLIENT_CLOSED = 499  # nginx's status for a request whose client went away (never sent)
-ROUTES = ("/embed_all", "/embed", "/", "/v1/embeddings", "/tokenize", "/info", "/health",
-          "/metrics")
 TEI_ERRORS = error_responses(ErrorResponse)
 
 
@@ -86,14 +85,13 @@ class ClientGone(Exception):
 
 
 class Service:
-    """The model, its queue and the counters the routes share (one event loop, no locks)."""
+    """The model, its queue and the counters the routes share (one event loop, no locks).
+    `settings.layers` is `/embed_all`'s default."""
 
     def __init__(self, load: Callable[[], Embedder], model_name: str, model_format: str,
-                 layers: str, limits: ServeLimits, metrics: Metrics) -> None:
-        if layers not in LAYER_MODES:
-            raise ValueError(f"layers must be one of {LAYER_MODES}, got {layers!r}")
+                 settings: EmbedSettings, limits: ServeLimits, metrics: Metrics) -> None:
         self.load, self.model_name, self.model_format = load, model_name, model_format
-        self.layers, self.limits, self.metrics = layers, limits, metrics
+        self.settings, self.limits, self.metrics = settings, limits, metrics
         self.embedder: Embedder | None = None
         self.queue: BatchQueue | None = None
         self.tokenize: Tokenizer | None = None
@@ -219,7 +217,7 @@ class Service:
             "ready": embedder is not None,
             "layers": None if config is None else config.n_layers + 1,
             "dims": None if config is None else config.output_dim,
-            "default_layers": self.layers,
+            "default_layers": self.settings.layers,
             "tokenizer": tokenizer,
             "device": None if embedder is None else str(embedder.device),
             "quantize": None if embedder is None else embedder.model.quantization,
@@ -284,6 +282,151 @@ def _tokens(text: Input, tokens: list[str], special: bool) -> list[Token]:
     return found
 
 
+# ---- the routes: each one checks its request, embeds through the service, writes its answer --
+
+
+async def _service(request: Request) -> Service:
+    """The app's Service (async: FastAPI runs it on the event loop, not in a thread)."""
+    return request.app.state.service
+
+
+AppService = Annotated[Service, Depends(_service)]
+router = APIRouter()
+
+
+@router.post("/embed_all", response_model=None, responses=_answers(
+    list[LayerVectors] | list[TokenVectors], "each input's token vectors", TEI_ERRORS,
+    binary=True))
+async def embed_all(body: EmbedAllRequest, request: Request, service: AppService) -> Response:
+    """Token vectors of each input: (L+1, n, 2P) for layers "all", else (n, 2P). With
+    `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
+    named by its index."""
+    sentences = service.sentences(body.inputs, "inputs", tei=body)
+    mode = body.layers or service.settings.layers
+    arrays = [np.ascontiguousarray(select_layers(a, mode))
+              for a in await service.embed(request, sentences)]
+    if BINARY in request.headers.get("accept", ""):
+        tensors = {str(i): a for i, a in enumerate(arrays)}
+        return Response(safetensors_bytes(tensors, {"layers": mode}), media_type=BINARY)
+    return _json(arrays)
+
+
+@router.post("/", response_model=None, responses=_answers(
+    list[Vector], "one vector per input (TEI's default route: /embed)", TEI_ERRORS))
+@router.post("/embed", response_model=None, responses=_answers(
+    list[Vector], "one vector per input", TEI_ERRORS))
+async def embed(body: EmbedRequest, request: Request, service: AppService) -> Response:
+    """One vector per input: the mean over its tokens of the layer average (or top),
+    L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
+    service.check_dimensions(body.dimensions)
+    sentences = service.sentences(body.inputs, "inputs", tei=body)
+    layers = await service.embed(request, sentences)
+    return _json(_pooled(layers, body.layers, body.normalize))
+
+
+@router.post("/v1/embeddings", response_model=None, responses=_answers(
+    OpenAIEmbeddingResponse, "OpenAI's embeddings answer",
+    error_responses(OpenAIErrorResponse)))
+async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request,
+                            service: AppService) -> Response:
+    """OpenAI's embeddings API: `/embed`'s normalized vectors, as floats or as base64 of
+    little-endian float32."""
+    if body.holds_token_ids():
+        raise ApiError(422, "input holds token ids: this model reads characters and has no "
+                       "token ids, so send the text. (LangChain's OpenAIEmbeddings sends "
+                       "tiktoken ids unless made with check_embedding_ctx_length=False.)")
+    service.check_dimensions(body.dimensions)
+    sentences = service.sentences(body.input, "input")
+    vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
+    if body.encoding_format == "base64":
+        vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
+    n_tokens = sum(len(s) for s in sentences)
+    return _json({
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": v}
+                 for i, v in enumerate(vectors)],
+        "model": service.model_name,
+        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+    })
+
+
+@router.post("/tokenize", response_model=None, responses=_answers(
+    list[list[Token]], "each input's tokens", TEI_ERRORS))
+async def tokenize(body: TokenizeRequest, service: AppService) -> Response:
+    """How each input is split: TEI's token objects (`id` null: there is no vocabulary
+    of ids). The tokens, without the special ones, are those `/embed_all` returns."""
+    sentences = service.sentences(body.inputs, "inputs", check_length=False)
+    items = as_list(body.inputs)
+    return _json([[t.model_dump() for t in _tokens(x, s, body.add_special_tokens)]
+                  for x, s in zip(items, sentences, strict=True)])
+
+
+@router.get("/info", response_model=None, responses=_answers(dict[str, object], "the model"))
+async def info(service: AppService) -> Response:
+    """The model, its layers and width, the tokenizer, the limits and the version."""
+    return _json(service.info())
+
+
+HEALTH_ANSWERS = _answers(Health, "the model is ready",
+                          {503: {"model": Health, "description": "it is loading"}})
+
+
+@router.get("/", response_model=None, responses=HEALTH_ANSWERS)
+@router.get("/health", response_model=None, responses=HEALTH_ANSWERS)
+async def health(service: AppService) -> Response:
+    """200 once the model is loaded; 503 while it loads (or if it failed to). `GET /`
+    is the same, as in TEI."""
+    if service.embedder is not None:
+        return _json({"status": "ok"})
+    return _json({"status": "failed" if service.failure else "loading",
+                  "error": service.failure}, 503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics_text(service: AppService) -> Response:
+    """Prometheus text format."""
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+# ---- errors: every answer other than 200 is a JSON body with a one-line message -----------
+
+
+async def _api_error(request: Request, err: ApiError) -> Response:
+    return _error(request, err.status, err.message, err.error_type)
+
+
+async def _client_gone(request: Request, err: ClientGone) -> Response:
+    return Response(status_code=CLIENT_CLOSED)  # nobody reads it; the metrics count it
+
+
+async def _invalid_request(request: Request, err: RequestValidationError) -> Response:
+    message = describe_validation_errors(err.errors())
+    if "json" not in request.headers.get("content-type", ""):
+        message += " (send JSON with the header Content-Type: application/json)"
+    return _error(request, 422, message, "Validation")
+
+
+async def _http_error(request: Request, err: HTTPException) -> Response:
+    if err.status_code == 400 and err.__cause__ is not None:  # FastAPI's parsing failed
+        return _error(request, 422, describe_unparsable_body(err.__cause__), "Validation")
+    kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
+    return _error(request, err.status_code, str(err.detail), kind)
+
+
+async def _internal_error(request: Request, err: Exception) -> Response:
+    # Starlette re-raises it after this answer, so the log has the traceback.
+    return _error(request, 500, f"internal error ({type(err).__name__}); the server's "
+                  "log has the details", "Backend")
+
+
+ERROR_HANDLERS = {ApiError: _api_error, ClientGone: _client_gone,
+                  RequestValidationError: _invalid_request, HTTPException: _http_error,
+                  Exception: _internal_error}
+
+
+# ---- the app ------------------------------------------------------------------------------
+
+
 def create_app(
     load: Callable[[], Embedder],
     *,
@@ -294,15 +437,15 @@ def create_app(
     on_ready: Callable[[Embedder], None] | None = None,
     on_failure: Callable[[Exception], None] | None = None,
 ) -> FastAPI:
-    """The app; `load()` builds the Embedder in a thread once the server has started.
-    `layers` is `/embed_all`'s default. `on_ready` / `on_failure` are called from the event
-    loop when the model is ready or failed to load."""
+    """The app: `router`'s routes over a Service; `load()` builds the Embedder in a thread
+    once the server has started. `layers` is `/embed_all`'s default. `on_ready` /
+    `on_failure` are called from the event loop when the model is ready or failed to load."""
     limits = limits or ServeLimits()
-    metrics = Metrics()
-    service = Service(load, model_name, model_format, layers, limits, metrics)
+    service = Service(load, model_name, model_format, EmbedSettings(layers=layers), limits,
+                      Metrics())
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(service.start(on_ready, on_failure))
         yield
         # Here uvicorn has answered every request in flight: nothing waits in the queue.
@@ -310,122 +453,11 @@ def create_app(
         if service.queue is not None:
             await service.queue.stop()
 
-    app = FastAPI(title="elmo serve", version=__version__, lifespan=lifespan)
+    app = FastAPI(title="elmo serve", version=__version__, lifespan=lifespan,
+                  exception_handlers=ERROR_HANDLERS)
     app.state.service = service
+    app.include_router(router)
     app.add_middleware(PayloadLimit, limit=limits.payload_limit)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, err: ApiError) -> Response:
-        return _error(request, err.status, err.message, err.error_type)
-
-    @app.exception_handler(ClientGone)
-    async def client_gone(request: Request, err: ClientGone) -> Response:
-        return Response(status_code=CLIENT_CLOSED)  # nobody reads it; the metrics count it
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, err: RequestValidationError) -> Response:
-        message = describe_validation_errors(err.errors())
-        if "json" not in request.headers.get("content-type", ""):
-            message += " (send JSON with the header Content-Type: application/json)"
-        return _error(request, 422, message, "Validation")
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, err: HTTPException) -> Response:
-        if err.status_code == 400 and err.__cause__ is not None:  # FastAPI's parsing failed
-            return _error(request, 422, describe_unparsable_body(err.__cause__), "Validation")
-        kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
-        return _error(request, err.status_code, str(err.detail), kind)
-
-    @app.exception_handler(Exception)
-    async def internal(request: Request, err: Exception) -> Response:
-        # Starlette re-raises it after this answer, so the log has the traceback.
-        return _error(request, 500, f"internal error ({type(err).__name__}); the server's "
-                      "log has the details", "Backend")
-
-    @app.post("/embed_all", response_model=None, responses=_answers(
-        list[LayerVectors] | list[TokenVectors], "each input's token vectors", TEI_ERRORS,
-        binary=True))
-    async def embed_all(body: EmbedAllRequest, request: Request) -> Response:
-        """Token vectors of each input: (L+1, n, 2P) for layers "all", else (n, 2P). With
-        `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
-        named by its index."""
-        sentences = service.sentences(body.inputs, "inputs", tei=body)
-        mode = body.layers or service.layers
-        arrays = [np.ascontiguousarray(select_layers(a, mode))
-                  for a in await service.embed(request, sentences)]
-        if BINARY in request.headers.get("accept", ""):
-            tensors = {str(i): a for i, a in enumerate(arrays)}
-            return Response(safetensors_bytes(tensors, {"layers": mode}), media_type=BINARY)
-        return _json(arrays)
-
-    @app.post("/", response_model=None, responses=_answers(
-        list[Vector], "one vector per input (TEI's default route: /embed)", TEI_ERRORS))
-    @app.post("/embed", response_model=None, responses=_answers(
-        list[Vector], "one vector per input", TEI_ERRORS))
-    async def embed(body: EmbedRequest, request: Request) -> Response:
-        """One vector per input: the mean over its tokens of the layer average (or top),
-        L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
-        service.check_dimensions(body.dimensions)
-        sentences = service.sentences(body.inputs, "inputs", tei=body)
-        layers = await service.embed(request, sentences)
-        return _json(_pooled(layers, body.layers, body.normalize))
-
-    @app.post("/v1/embeddings", response_model=None, responses=_answers(
-        OpenAIEmbeddingResponse, "OpenAI's embeddings answer",
-        error_responses(OpenAIErrorResponse)))
-    async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request) -> Response:
-        """OpenAI's embeddings API: `/embed`'s normalized vectors, as floats or as base64 of
-        little-endian float32."""
-        if body.holds_token_ids():
-            raise ApiError(422, "input holds token ids: this model reads characters and has no "
-                           "token ids, so send the text. (LangChain's OpenAIEmbeddings sends "
-                           "tiktoken ids unless made with check_embedding_ctx_length=False.)")
-        service.check_dimensions(body.dimensions)
-        sentences = service.sentences(body.input, "input")
-        vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
-        if body.encoding_format == "base64":
-            vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
-        n_tokens = sum(len(s) for s in sentences)
-        return _json({
-            "object": "list",
-            "data": [{"object": "embedding", "index": i, "embedding": v}
-                     for i, v in enumerate(vectors)],
-            "model": service.model_name,
-            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-        })
-
-    @app.post("/tokenize", response_model=None, responses=_answers(
-        list[list[Token]], "each input's tokens", TEI_ERRORS))
-    async def tokenize(body: TokenizeRequest) -> Response:
-        """How each input is split: TEI's token objects (`id` null: there is no vocabulary
-        of ids). The tokens, without the special ones, are those `/embed_all` returns."""
-        sentences = service.sentences(body.inputs, "inputs", check_length=False)
-        items = as_list(body.inputs)
-        return _json([[t.model_dump() for t in _tokens(x, s, body.add_special_tokens)]
-                      for x, s in zip(items, sentences, strict=True)])
-
-    @app.get("/info", response_model=None, responses=_answers(dict[str, object], "the model"))
-    async def info() -> Response:
-        """The model, its layers and width, the tokenizer, the limits and the version."""
-        return _json(service.info())
-
-    health_answers = _answers(Health, "the model is ready",
-                              {503: {"model": Health, "description": "it is loading"}})
-
-    @app.get("/", response_model=None, responses=health_answers)
-    @app.get("/health", response_model=None, responses=health_answers)
-    async def health() -> Response:
-        """200 once the model is loaded; 503 while it loads (or if it failed to). `GET /`
-        is the same, as in TEI."""
-        if service.embedder is not None:
-            return _json({"status": "ok"})
-        return _json({"status": "failed" if service.failure else "loading",
-                      "error": service.failure}, 503)
-
-    @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics_text() -> Response:
-        """Prometheus text format."""
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics,
+                       routes=[route.path for route in router.routes])
     return app

@@ -31,7 +31,6 @@ from elmo.loading.releases import cache_dir as model_cache_dir
 from elmo.modules.bilm import BiLM, model_identity
 
 FORMAT_VERSION = "2"
-STORAGE_DTYPES = ("float32", "float16")
 
 
 def default_cache_dir() -> Path:
@@ -131,9 +130,11 @@ def cached_layers(
     later calls with the same model weights, sentences and `dtype` only open the file.
     `dtype="float16"` halves the file (values rounded to fp16; read back as float32).
     """
-    if dtype not in STORAGE_DTYPES:
-        raise ElmoError(f"feature cache dtype must be one of {STORAGE_DTYPES}, got {dtype!r}")
-    options = EmbedFileOptions(dtype=dtype, progress=progress)  # all layers, not pooled
+    try:  # all layers, not pooled
+        options = EmbedFileOptions(dtype=dtype, batch_size=batch_size, device=device,
+                                   progress=progress)
+    except ValueError as err:
+        raise ElmoError(f"feature cache {err}") from None
     bilm = model if isinstance(model, BiLM) else load_model(model, progress=progress).bilm
     key = cache_key(bilm, sentences, dtype)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -145,8 +146,8 @@ def cached_layers(
     with output_lock(path, wait=True):  # another process computing it: wait, then read it
         store = _open_complete(path, key, len(sentences))
         if store is None:
-            _compute(Embedder(bilm, device=device, batch_size=batch_size), sentences, path,
-                     key, options)
+            _compute(Embedder(bilm, **options.embedder_options()), sentences, path, key,
+                     options)
             store = _open_complete(path, key, len(sentences))
     if store is None:
         raise ElmoError(f"the feature cache entry {path} was written but cannot be read back")

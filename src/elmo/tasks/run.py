@@ -16,7 +16,7 @@ import math
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +242,18 @@ def feature_store(bilm: BiLM, examples: list, config: TaskConfig) -> LayerStore:
 # ---- the epoch loop ---------------------------------------------------------------------
 
 
+@dataclass
+class FitProgress:
+    """Where training stands after the last epoch: the checkpoint's "progress"."""
+
+    epoch: int = 0
+    updates: int = 0  # optimizer steps
+    best_score: float | None = None  # on dev
+    best_epoch: int = 0
+    bad_epochs: int = 0  # since the best one
+    seconds: float = 0.0  # spent in epochs, a resumed run's added to its first's
+
+
 def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any]:
     """Train `run.model` on `encoded` (a subset of `train_all`, the feature cache's list) for
     at most `config.epochs` epochs, resuming from the run's checkpoint; returns the metric,
@@ -263,52 +275,50 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.mix_lr))
     if model.elmo is not None and config.scale_layers:  # a checkpoint has them too
         model.set_layer_scales([1 / r for r in run.layer_rms(train_all)])
-    # where training stands after the last epoch: what the checkpoint's "progress" holds
-    progress = {"epoch": 0, "updates": 0, "best_score": None, "best_epoch": 0,
-                "bad_epochs": 0, "seconds": 0.0}
+    progress = FitProgress()
     checkpoint_path, metrics = out / CHECKPOINT_NAME, MetricsLog(out / METRICS_NAME, "epoch")
     if checkpoint_path.exists():
         saved = load_checkpoint(checkpoint_path)
         model.load_saved_state(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         restore_rng(saved["rng"])
-        progress = saved["progress"]
+        progress = FitProgress(**saved["progress"])
         if config.progress:
-            print(f"elmo: resuming {out} after epoch {progress['epoch']} of {config.epochs}",
+            print(f"elmo: resuming {out} after epoch {progress.epoch} of {config.epochs}",
                   file=sys.stderr)
-    metrics.truncate_after(progress["epoch"])  # lines of a run killed before its checkpoint
+    metrics.truncate_after(progress.epoch)  # lines of a run killed before its checkpoint
     store = run.layers(train_all)
-    while progress["epoch"] < config.epochs and progress["bad_epochs"] < config.patience:
+    while progress.epoch < config.epochs and progress.bad_epochs < config.patience:
         start = time.perf_counter()
-        train_loss = _train_epoch(run, encoded, store, optimizer, tuner, progress["epoch"],
-                                  passes)
+        train_loss = _train_epoch(run, encoded, store, optimizer, tuner, progress.epoch, passes)
         dev_score = run.score(dev)
-        progress["epoch"] += 1
-        progress["updates"] += passes * per_pass
-        progress["seconds"] += time.perf_counter() - start
-        line = {"epoch": progress["epoch"], "train_loss": train_loss,
+        progress.epoch += 1
+        progress.updates += passes * per_pass
+        progress.seconds += time.perf_counter() - start
+        line = {"epoch": progress.epoch, "train_loss": train_loss,
                 f"dev_{config.metric}": dev_score, "layer_weights": model.layer_weights()}
-        if progress["best_score"] is None or dev_score > progress["best_score"]:
-            progress.update(best_score=dev_score, best_epoch=progress["epoch"], bad_epochs=0)
+        if progress.best_score is None or dev_score > progress.best_score:
+            progress.best_score, progress.best_epoch = dev_score, progress.epoch
+            progress.bad_epochs = 0
             _save_model(out, model)
         else:
-            progress["bad_epochs"] += 1
+            progress.bad_epochs += 1
         # the epoch's line first: a kill before the checkpoint is saved leaves a line that
         # the resumed run drops, never an epoch without its line
         metrics.append(line)
         save_checkpoint(checkpoint_path, {
             "model": model.saved_state(), "optimizer": optimizer.state_dict(),
-            "rng": capture_rng(), "progress": progress})
+            "rng": capture_rng(), "progress": asdict(progress)})
         if config.progress:
-            tqdm.write(f"epoch {progress['epoch']}: loss {train_loss:.4f}, dev "
-                       f"{config.metric} {dev_score:.2f} (best {progress['best_score']:.2f})")
+            tqdm.write(f"epoch {progress.epoch}: loss {train_loss:.4f}, dev "
+                       f"{config.metric} {dev_score:.2f} (best {progress.best_score:.2f})")
     if store is not None:
         store.close()
-    return {"metric": config.metric, "dev": progress["best_score"],
-            "best_epoch": progress["best_epoch"], "epochs": progress["epoch"],
-            "early_stopped": progress["bad_epochs"] >= config.patience,
-            "updates": progress["updates"], "passes_per_epoch": passes,
-            "seconds": round(progress["seconds"], 1),
+    return {"metric": config.metric, "dev": progress.best_score,
+            "best_epoch": progress.best_epoch, "epochs": progress.epoch,
+            "early_stopped": progress.bad_epochs >= config.patience,
+            "updates": progress.updates, "passes_per_epoch": passes,
+            "seconds": round(progress.seconds, 1),
             "layer_weights": json.loads((out / "layer_weights.json").read_text())}
 
 

@@ -56,7 +56,13 @@ from elmo.device import bf16_autocast, tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
-from elmo.optim.groups import discriminative_lrs, layer_groups, set_trainable, trainable_groups
+from elmo.optim.groups import (
+    LayerGroup,
+    discriminative_lrs,
+    layer_groups,
+    set_trainable,
+    trainable_groups,
+)
 from elmo.optim.schedules import lr_multiplier
 from elmo.runs import (
     CHECKPOINT_NAME,
@@ -141,6 +147,28 @@ class Trainer:
         self._held = ExitStack()
         self._copy_reported = False  # the weights copy's size, said once
         self._bar: tqdm | None = None
+        # Built by `_setup` from the prepared run, the same for the whole run:
+        self.vocab: Vocabulary
+        self.steps_per_epoch: int
+        self.total_steps: int
+        self.unfreeze_every: int | None  # steps between unfreezing layer groups, if gradual
+        self.lm: BiLanguageModel
+        self.groups: list[LayerGroup]
+        self.base_lrs: list[float]  # of the groups, before the schedule's multiplier
+        self.optimizer: torch.optim.Optimizer
+        self.batches: PreparedBatches
+        # Where training stands; `_setup` sets it from the checkpoint when resuming:
+        self.step = 0
+        self.best: float | None = None  # the best validation perplexity
+        self.bad_evals = 0  # validations since the best
+        self.last_checkpoint: int | None = None  # its step
+        self.resumed_window: dict[str, float] = {}  # the checkpoint's `_Window.state()`
+        # Set by `_run` at this process's first step:
+        self.window: _Window  # the losses and throughput since the last log line
+        self._started: float  # `_now()` then: the start of the time budget
+        self._wall_start: float  # `time.monotonic()` then: the metrics' minutes
+        self._clock: float  # `_now()` at the last step that asked
+        self._saved_at: float  # `_clock` at the last checkpoint
 
     # ---- setup ----------------------------------------------------------------------
 
@@ -177,6 +205,8 @@ class Trainer:
                            shared["fresh"])
 
     def _setup(self, prepared: PreparedRun) -> Checkpoint | None:
+        """Build the model, its optimizer and the batches of `prepared`, and restore where
+        training stands from the checkpoint if there is one; returns that checkpoint."""
         cfg, world, info = self.config, self.world, prepared.info
         self.vocab = prepared.vocab
         tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
@@ -198,7 +228,6 @@ class Trainer:
             lm.load_state_dict(ckpt.model)
         self.lm = lm.to(world.device).train()
         self.lm.bilm.stateful = True
-        self.max_chars = lm.bilm.config.max_characters_per_token
 
         self.groups = layer_groups(self.lm)
         self.base_lrs = discriminative_lrs(cfg.learning_rate, len(self.groups),
@@ -209,8 +238,8 @@ class Trainer:
                                          world.device)
 
         bptt = BPTTConfig(batch_size=cfg.batch_size, unroll_steps=cfg.unroll_steps,
-                          max_chars=self.max_chars, shuffle_window=cfg.shuffle_window,
-                          seed=cfg.seed)
+                          max_chars=lm.bilm.config.max_characters_per_token,
+                          shuffle_window=cfg.shuffle_window, seed=cfg.seed)
         stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
                              bptt, world.rank, world.world_size)
         on_cuda = world.device.type == "cuda"
@@ -218,9 +247,6 @@ class Trainer:
         encoder = BatchEncoder(self.vocab, self.lm.bilm.indexer, pin_memory=on_cuda)
         self.batches = PreparedBatches(stream, encoder, ahead)
         self._held.callback(self.batches.close)
-        self.step, self.best, self.bad_evals = 0, None, 0
-        self.last_checkpoint: int | None = None
-        self.resumed_window: dict[str, float] = {}
         if prepared.fresh:  # everything that could fail before training did not
             self._on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
         if ckpt is None:

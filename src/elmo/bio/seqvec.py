@@ -57,6 +57,11 @@ class SeqVecEmbedder:
         self._embedder = Embedder(bilm, device=device, quantize=quantize, max_tokens=max_tokens)
 
     @property
+    def embedder(self) -> Embedder:
+        """The `Embedder` that computes the layers (its batching and file jobs)."""
+        return self._embedder
+
+    @property
     def embedding_dimension(self) -> int:
         """The size D of a residue's vector in every layer (SeqVec: 1024)."""
         return self._embedder.model.config.output_dim

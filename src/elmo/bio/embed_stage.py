@@ -1,0 +1,154 @@
+"""The `embed` stage with protocol `seqvec`: per-residue and per-protein HDF5 files.
+
+Writes into the stage's directory `embeddings_file.h5` (unless
+`discard_per_amino_acid_embeddings`): a dataset per protein named by its new id, with the
+attribute `original_id`, holding its (L+1, n, D) layers (SeqVec: (3, n, 1024)), float32 or
+float16 with `half_precision`; and with `reduce`, `reduced_embeddings_file.h5`: (D,) per
+protein, the sum over layers averaged over residues (computed in float32, then stored).
+
+Proteins are embedded longest first in batches of at most `max_amino_acids` padded residues
+(bio_embeddings' default for SeqVec: 15,000). On a GPU, a batch that runs out of memory is
+halved and computed again, down to one protein, and a protein that does not fit alone is
+computed on the CPU; each step says so in the log. The work is saved in a hidden directory
+of the stage, a chunk of proteins at a time (`elmo.io.hdf5_output.PartialOutput`), so a killed
+run resumes where it stopped; the files are assembled from it at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+from elmo.bio.layout import RemappedProtein
+from elmo.bio.seqvec import SeqVecEmbedder
+from elmo.embed import Embedder
+from elmo.io.atomic import atomic_output
+from elmo.io.hdf5_output import NEW_FILE, PartialOutput
+from elmo.memory import DeviceMemoryError
+
+EMBEDDINGS = "embeddings_file"
+REDUCED = "reduced_embeddings_file"
+PARTIAL = ".embed.partial"
+
+logger = logging.getLogger(__name__)
+
+
+def run_embed_stage(stage_dir: Path, options: dict[str, Any],
+                    proteins: Sequence[RemappedProtein], progress: bool = True
+                    ) -> dict[str, str]:
+    """Embed `proteins` as the stage's `options` say; returns the output parameters it adds
+    (the paths of the files written)."""
+    seqvec = _seqvec(options)
+    files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
+             REDUCED: options["reduce"]}
+    dtype = np.float16 if options["half_precision"] else np.float32
+    identity = {"proteins_sha256": _proteins_digest(proteins), **seqvec.embedder.settings(),
+                "dtype": np.dtype(dtype).name, **{name: str(on) for name, on in files.items()}}
+    partial = PartialOutput(stage_dir / PARTIAL, identity)
+    if partial.done:
+        logger.info("%s: resuming; %d of %d proteins were embedded before", stage_dir.name,
+                    partial.done, len(proteins))
+    layers_of = _LayersWithFallback(seqvec.embedder)
+    embedder = seqvec.embedder
+    lengths = [len(p.record.sequence) for p in proteins]
+    with tqdm(total=sum(lengths), initial=sum(lengths[:partial.done]), unit="residue",
+              unit_scale=True, disable=not progress, desc=f"embedding ({stage_dir.name})") as bar:
+        numbered = enumerate(proteins[partial.done:], partial.done)
+        for part in embedder.chunks(numbered, lambda item: item[1].record.sequence,
+                                    start=partial.done):
+            first = part[0][0]
+            layers = layers_of([p.record.sequence for _, p in part], first)
+            datasets, attrs = [], {}
+            for (_, protein), protein_layers in zip(part, layers, strict=True):
+                for name, data in _stored(protein_layers, files, dtype):
+                    datasets.append((f"{name}/{protein.key}", data))
+                    attrs[f"{name}/{protein.key}"] = {"original_id": protein.record.id}
+            partial.save(part[-1][0] + 1, datasets, attrs)
+            bar.update(sum(len(p.record.sequence) for _, p in part))
+    written = {name: str(stage_dir / f"{name}.h5") for name, on in files.items() if on}
+    for name, path in written.items():
+        _assemble(partial, name, Path(path))
+    shutil.rmtree(partial.path)
+    return written
+
+
+def _seqvec(options: dict[str, Any]) -> SeqVecEmbedder:
+    """The model the options name: weights_file and options_file, model_directory (with
+    bio_embeddings' file names `weights_file` and `options_file`, or any model directory of
+    ours), or the released seqvec."""
+    files = {"options_file": options["options_file"], "weights_file": options["weights_file"]}
+    directory = options["model_directory"]
+    if directory is not None and all((Path(directory) / name).is_file() for name in files):
+        files = {name: str(Path(directory) / name) for name in files}
+        directory = None
+    device = "cpu" if options["use_cpu"] else options["device"]
+    return SeqVecEmbedder(model_directory=directory, device=device,
+                          max_tokens=options["max_amino_acids"], **files)
+
+
+def _stored(layers: np.ndarray, files: dict[str, bool], dtype: type) -> list[tuple[str, Any]]:
+    """What each file stores of a protein's layers."""
+    stored = []
+    if files[EMBEDDINGS]:
+        stored.append((EMBEDDINGS, layers.astype(dtype)))
+    if files[REDUCED]:
+        stored.append((REDUCED, SeqVecEmbedder.reduce_per_protein(layers).astype(dtype)))
+    return stored
+
+
+def _proteins_digest(proteins: Sequence[RemappedProtein]) -> str:
+    digest = hashlib.sha256()
+    for protein in proteins:
+        digest.update(f"{protein.key}\t{protein.record.id}\t{protein.record.sequence}\n"
+                      .encode())
+    return digest.hexdigest()
+
+
+def _assemble(partial: PartialOutput, name: str, path: Path) -> None:
+    """Copy the saved datasets of `name`, in order, into the file `path`."""
+    with atomic_output(path) as tmp, h5py.File(tmp, "w", **NEW_FILE) as out:
+        for segment in partial.segments:
+            with h5py.File(segment, "r") as f:
+                for key, dataset in f[name].items():
+                    f.copy(dataset, out, key)
+
+
+class _LayersWithFallback:
+    """The layers of proteins on the embedder's device; a protein that does not fit in the
+    device's memory even alone is computed on the CPU (said in the log)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.cpu: Embedder | None = None
+
+    def __call__(self, sequences: list[str], start: int) -> list[np.ndarray]:
+        """The layers of `sequences`, numbered from `start`, in order."""
+        done: dict[int, np.ndarray] = {}
+        while len(done) < len(sequences):
+            todo = [i for i in range(len(sequences)) if i not in done]
+            try:
+                for number, layers in self.embedder.iter_embeddings(
+                        [list(sequences[i]) for i in todo], start=start + todo[0]):
+                    done[todo[number - start - todo[0]]] = layers
+            except DeviceMemoryError as err:
+                i = todo[err.index - start - todo[0]]
+                logger.warning("protein %d (%d residues) does not fit in the memory of %s "
+                               "even alone: computing it on the CPU, which is slow",
+                               start + i, len(sequences[i]), self.embedder.device)
+                done[i] = self._on_cpu().embed_sentence(list(sequences[i]))
+        return [done[i] for i in range(len(sequences))]
+
+    def _on_cpu(self) -> Embedder:
+        if self.cpu is None:
+            self.cpu = Embedder(copy.deepcopy(self.embedder.model).cpu(), device="cpu",
+                                max_tokens=self.embedder.max_tokens)
+        return self.cpu

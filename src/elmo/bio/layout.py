@@ -1,0 +1,119 @@
+"""bio_embeddings' output folder: its file names, and the files of the `global` stage.
+
+Under PREFIX: `input_parameters_file.yml` (the config as written), `sequences_file.fasta`
+(the input records, in file order), `remapped_sequences_file.fasta` (the records longest
+first, each under its new id: the MD5 of its sequence, or 0, 1, ... with simple remapping),
+`mapping_file.csv` (new id -> `original_id`, `sequence_length`, in the remapped order) and,
+last, `output_parameters_file.yml`. Each stage writes into PREFIX/STAGE/ its
+`input_parameters_file.yml` when it starts, its files, and its `output_parameters_file.yml`
+when it ends. FASTA is written as Biopython wrote it (60 residues a line); every file is
+written under a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elmo.errors import InputFileError
+from elmo.extras import import_extra
+from elmo.io.atomic import atomic_write_text
+from elmo.io.fasta import FastaRecord
+
+INPUT_PARAMETERS = "input_parameters_file.yml"
+OUTPUT_PARAMETERS = "output_parameters_file.yml"
+SEQUENCES = "sequences_file.fasta"
+REMAPPED_SEQUENCES = "remapped_sequences_file.fasta"
+MAPPING = "mapping_file.csv"
+FASTA_WIDTH = 60
+
+
+@dataclass(frozen=True)
+class RemappedProtein:
+    """A record under its new id (`key`), as the stages see it."""
+
+    key: str
+    record: FastaRecord
+
+    @property
+    def header(self) -> str:
+        """The remapped FASTA header: the new id, then the original header."""
+        return f"{self.key} {original_header(self.record)}"
+
+
+def original_header(record: FastaRecord) -> str:
+    """A record's header line without '>'."""
+    return f"{record.id} {record.description}" if record.description else record.id
+
+
+def remap(records: Sequence[FastaRecord], simple: bool, source: Path) -> list[RemappedProtein]:
+    """The records longest first (a stable sort), each keyed by the MD5 of its sequence or,
+    with `simple`, by its position in that order. Two records with the same sequence cannot
+    share an MD5 key: InputFileError naming both (bio_embeddings refused them too)."""
+    ordered = sorted(records, key=lambda record: -len(record.sequence))
+    if simple:
+        return [RemappedProtein(str(n), record) for n, record in enumerate(ordered)]
+    seen: dict[str, FastaRecord] = {}
+    proteins = []
+    for record in ordered:
+        key = hashlib.md5(record.sequence.encode()).hexdigest()
+        if key in seen:
+            first = seen[key]
+            raise InputFileError(
+                f"{source}, line {record.line}: record {record.id!r} has the same sequence as "
+                f"{first.id!r} (line {first.line}); datasets are keyed by the MD5 of the "
+                "sequence, so remove duplicates (e.g. `seqkit rmdup -s`) or set "
+                "'simple_remapping: True' under global")
+        seen[key] = record
+        proteins.append(RemappedProtein(key, record))
+    return proteins
+
+
+def fasta_text(entries: Iterable[tuple[str, str]]) -> str:
+    """(header, sequence) pairs as FASTA, 60 residues a line."""
+    out = io.StringIO()
+    for header, sequence in entries:
+        out.write(f">{header}\n")
+        for start in range(0, len(sequence), FASTA_WIDTH):
+            out.write(sequence[start:start + FASTA_WIDTH] + "\n")
+    return out.getvalue()
+
+
+def write_global_files(prefix: Path, config_text: str, records: Sequence[FastaRecord],
+                       proteins: Sequence[RemappedProtein]) -> None:
+    """The files of PREFIX that come before the stages."""
+    atomic_write_text(prefix / INPUT_PARAMETERS, config_text)
+    atomic_write_text(prefix / SEQUENCES,
+                      fasta_text((original_header(r), r.sequence) for r in records))
+    atomic_write_text(prefix / REMAPPED_SEQUENCES,
+                      fasta_text((p.header, p.record.sequence) for p in proteins))
+    atomic_write_text(prefix / MAPPING, csv_text(
+        ["", "original_id", "sequence_length"],
+        ([p.key, p.record.id, len(p.record.sequence)] for p in proteins)))
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A CSV as pandas' `to_csv` writes it: a header row, minimal quoting, LF line ends."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_parameters(path: Path, parameters: dict[str, Any]) -> None:
+    """A parameters file: YAML, in the parameters' order."""
+    yaml = import_extra("yaml", "a bio_embeddings pipeline")
+    atomic_write_text(path, yaml.safe_dump(parameters, default_flow_style=False,
+                                           sort_keys=False, allow_unicode=True))
+
+
+def read_parameters(path: Path) -> dict[str, Any]:
+    """A parameters file written by `write_parameters`."""
+    yaml = import_extra("yaml", "a bio_embeddings pipeline")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))

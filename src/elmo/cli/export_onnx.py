@@ -1,0 +1,32 @@
+"""`elmo export MODEL model.onnx` (or `--format onnx`): the ONNX branch of `elmo export`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ONNX_NAME = "model.onnx"  # written into OUTDIR when it does not end in .onnx
+
+
+def wants_onnx(args: argparse.Namespace) -> bool:
+    """Whether `elmo export` writes ONNX: --format onnx, or an output ending in .onnx."""
+    return args.format == "onnx" or (args.format is None and args.out_dir.endswith(".onnx"))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--layers", default="all", metavar="all|top|average|sum|N",
+                   help="onnx: the graph outputs every layer (all, the default) or one "
+                   "(batch, tokens, 2P) tensor: the top layer, their average or sum, or layer N")
+
+
+def run(args: argparse.Namespace) -> int:
+    from elmo.onnx import export_onnx  # only here: the onnx extra may not be installed
+
+    path = Path(args.out_dir)
+    if path.suffix != ".onnx":
+        path = path / ONNX_NAME
+    layers = int(args.layers) if args.layers.isdigit() else args.layers
+    export_onnx(args.model, path, layers=layers, overwrite=args.overwrite)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
