@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from elmo.embed import Embedder
 from elmo.errors import ElmoError
@@ -104,7 +105,7 @@ print(json.dumps([[(t.get_label("ner").value, t.get_label("ner").score) for t in
 @pytest.mark.slow
 def test_a_trained_tagger_is_saved_and_predicts_the_same_in_a_new_process(corpus_dir,
                                                                           tmp_path):
-    flair.device = "cpu"
+    flair.device = torch.device("cpu")
     corpus = ColumnCorpus(corpus_dir, {0: "text", 3: "ner"}, train_file="train.txt",
                           dev_file="dev.txt", test_file="test.txt")
     tagger = SequenceTagger(hidden_size=16, embeddings=ELMoEmbeddings("default"),
