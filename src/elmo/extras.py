@@ -30,6 +30,8 @@ EXTRA_PACKAGES = {
     "umap": ("umap-learn", "bio"),
     "onnx": ("onnx", "onnx"),
     "onnxruntime": ("onnxruntime", "onnx"),
+    "flair": ("flair", "flair"),
+    "spacy": ("spacy", "spacy"),
 }
 
 

@@ -7,7 +7,8 @@ A model is named by
 - a path that exists: a model directory in one of the formats of `FORMATS` in
   `elmo.loading.formats.registry` (ours, with `vocab.txt` and the softmax when `elmo train`
   wrote it; an ELMoForManyLangs model; an unpacked AllenNLP archive or an `Elmo`'s
-  `weights.th` alone; one official options/weights pair), told by its file names;
+  `weights.th` alone; an NLPL model; one official options/weights pair), told by its file
+  names, or an NLPL model's ZIP archive;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
 - else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
@@ -33,10 +34,12 @@ from elmo.errors import ElmoError, ModelNotFoundError
 from elmo.loading import hf_hub
 from elmo.loading.formats.bilm_tf import official_pair
 from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME, is_native_dir
+from elmo.loading.formats.nlpl import is_zip_archive
 from elmo.loading.formats.registry import (
     BILM_TF,
     EFML,
     NATIVE,
+    NLPL,
     ModelFormat,
     format_of_files,
     formats_described,
@@ -77,10 +80,10 @@ class ModelFiles:
     """A resolved MODEL: its `format` (the name of its record in
     `elmo.loading.formats.registry.FORMATS`), where it comes from (`source`: "path",
     "shipped", "release", "efml-release", "hub" or "files") and, once on this machine, where
-    its files are: `directory` (the model's directory; for an official pair, the directory
-    holding it, which may record its tokenizer), `options` and `weights` (the official pair's
-    two files). A Hub model also has the commit its name resolved to (`revision`) and the
-    repo files it reads, with their sizes (`remote`)."""
+    its files are: `directory` (the model's directory, or an NLPL model's ZIP archive; for an
+    official pair, the directory holding it, which may record its tokenizer), `options` and
+    `weights` (the official pair's two files). A Hub model also has the commit its name
+    resolved to (`revision`) and the repo files it reads, with their sizes (`remote`)."""
 
     name: str
     format: str
@@ -174,6 +177,8 @@ def resolve_model(
     if name.startswith(hf_hub.PREFIX):
         return _resolve_hub(name)
     path = Path(name)
+    if model is not None and is_zip_archive(path):  # read as it is, not unpacked
+        return ModelFiles(name, NLPL.name, "path", directory=path)
     if model is not None and path.exists():
         names = _model_directory_files(path)
         fmt = format_of_files(names, str(path)).name

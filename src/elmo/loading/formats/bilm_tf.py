@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import IO
 
 import h5py
 import numpy as np
@@ -53,13 +54,13 @@ def _lstm_name(direction: int, layer: int, tensor: str) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/{tensor}"
 
 
-def _read(f: h5py.File, name: str, shape: tuple[int, ...], path: Path) -> np.ndarray:
+def _read(f: h5py.File, name: str, shape: tuple[int, ...], where: str) -> np.ndarray:
     if name not in f:
-        raise WeightsMismatchError(f"{path}: tensor {name!r} is missing (expected shape {shape})")
+        raise WeightsMismatchError(f"{where}: tensor {name!r} is missing (expected shape {shape})")
     array = np.asarray(f[name][...], dtype=np.float32)
     if array.shape != shape:
         raise WeightsMismatchError(
-            f"{path}: tensor {name!r} has shape {tuple(array.shape)}, but the options "
+            f"{where}: tensor {name!r} has shape {tuple(array.shape)}, but the options "
             f"describe {shape}; are the options and weights files from the same model?"
         )
     return array
@@ -69,58 +70,69 @@ def read_options(path: str | Path) -> BiLMConfig:
     """Parse an official options.json into a BiLMConfig."""
     path = Path(path)
     try:
-        options = json.loads(path.read_text(encoding="utf-8"))
+        return parse_options(path.read_bytes(), str(path))
     except FileNotFoundError:
         raise ModelNotFoundError(f"options file not found: {path}") from None
+
+
+def parse_options(data: bytes, where: str) -> BiLMConfig:
+    """The BiLMConfig of an official options.json's bytes (`where`: the file, for errors)."""
+    try:
+        options = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ModelFileError(f"{path} is not a valid options.json: {err}") from err
+        raise ModelFileError(f"{where} is not a valid options.json: {err}") from err
     try:
         return BiLMConfig.from_options(options)
     except (ValueError, TypeError) as err:
-        raise ModelFileError(f"{path}: {err}") from err
+        raise ModelFileError(f"{where}: {err}") from err
 
 
 def load_bilm_tf(options_path: str | Path, weights_path: str | Path) -> BiLM:
     """Build a BiLM from an official options.json and weights.hdf5 pair."""
     config = read_options(options_path)
-    model = BiLM(config)
     weights_path = Path(weights_path)
     if not weights_path.exists():
         raise ModelNotFoundError(f"weights file not found: {weights_path}")
+    return read_weights(config, weights_path, str(weights_path))
+
+
+def read_weights(config: BiLMConfig, weights: Path | IO[bytes], where: str) -> BiLM:
+    """The BiLM of `config` with the official weights in `weights`, an HDF5 file's path or
+    an open binary file (h5py reads either); `where` names it in errors."""
+    model = BiLM(config)
     try:
-        f = h5py.File(weights_path, "r")
+        f = h5py.File(weights, "r")
     except OSError as err:
-        raise ModelFileError(f"{weights_path} is not a readable HDF5 weights file: {err}") \
-            from err
+        raise ModelFileError(f"{where} is not a readable HDF5 weights file: {err}") from err
     with f, torch.no_grad():
         enc = model.token_encoder
         n_chars, e = enc.char_embedding.weight.shape
         enc.char_embedding.weight[1:] = torch.from_numpy(
-            _read(f, "char_embed", (n_chars - 1, e), weights_path)
+            _read(f, "char_embed", (n_chars - 1, e), where)
         )
         enc.char_embedding.weight[0] = 0.0
         for name, tensor, transposed in _tf_tensors(model):
             if tensor.dim() == 3:  # conv: file (1, width, E, count), torch (count, E, width)
                 shape = (1, tensor.shape[2], tensor.shape[1], tensor.shape[0])
-                array = _read(f, name, shape, weights_path)[0].transpose(2, 1, 0)
+                array = _read(f, name, shape, where)[0].transpose(2, 1, 0)
             elif transposed:
-                array = _read(f, name, tuple(tensor.shape[::-1]), weights_path).T
+                array = _read(f, name, tuple(tensor.shape[::-1]), where).T
             else:
-                array = _read(f, name, tuple(tensor.shape), weights_path)
+                array = _read(f, name, tuple(tensor.shape), where)
             tensor.copy_(torch.from_numpy(np.ascontiguousarray(array)))
         for k, layer in enumerate(model.lstm.layers):
             p = layer.input_weight.shape[1]
             for d in range(layer.bias.shape[0]):
                 w = _read(f, _lstm_name(d, k, "W_0"), (p + layer.proj_dim, 4 * layer.cell_dim),
-                          weights_path)
+                          where)
                 layer.input_weight[d] = torch.from_numpy(w[:p])
                 layer.state_weight[d] = torch.from_numpy(w[p:])
                 layer.bias[d] = torch.from_numpy(
-                    _read(f, _lstm_name(d, k, "B"), (4 * layer.cell_dim,), weights_path)
+                    _read(f, _lstm_name(d, k, "B"), (4 * layer.cell_dim,), where)
                 )
                 layer.proj_weight[d] = torch.from_numpy(
                     _read(f, _lstm_name(d, k, "W_P_0"), (layer.cell_dim, layer.proj_dim),
-                          weights_path)
+                          where)
                 )
     return model.eval()
 

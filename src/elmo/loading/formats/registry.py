@@ -17,7 +17,7 @@ import torch
 
 from elmo.errors import ElmoError
 from elmo.loading.formats import allennlp_archive as archive
-from elmo.loading.formats import bilm_tf, efml, native
+from elmo.loading.formats import bilm_tf, efml, native, nlpl
 from elmo.modules.bilm import BiLM
 
 if TYPE_CHECKING:  # resolve reads this table
@@ -61,6 +61,11 @@ ALLENNLP = ModelFormat(
     detect=archive.holds_archive,
     files_read=lambda names, where: archive.archive_files(names),
     load=lambda files: (archive.load_allennlp_archive(files.directory), {}))
+NLPL = ModelFormat(  # before bilm-tf, whose detection its directories pass too
+    "nlpl", f"the NLPL vector repository's: {nlpl.LAYOUT}",
+    detect=nlpl.holds_nlpl,
+    files_read=lambda names, where: [nlpl.OPTIONS_NAME, nlpl.WEIGHTS_NAME],
+    load=lambda files: (nlpl.load_nlpl(files.directory), {}))
 BILM_TF = ModelFormat(
     "bilm-tf", "bilm-tf / AllenNLP: one options .json + one weights .hdf5",
     detect=bilm_tf.holds_official_pair,
@@ -70,7 +75,7 @@ BILM_TF = ModelFormat(
     save=bilm_tf.save_bilm_tf, saved_files=(bilm_tf.OPTIONS_NAME, bilm_tf.WEIGHTS_NAME))
 
 # In the order detection tries them: a directory's format is the first that accepts its files.
-FORMATS: dict[str, ModelFormat] = {f.name: f for f in (NATIVE, EFML, ALLENNLP, BILM_TF)}
+FORMATS: dict[str, ModelFormat] = {f.name: f for f in (NATIVE, EFML, ALLENNLP, NLPL, BILM_TF)}
 
 
 def formats_described() -> str:
