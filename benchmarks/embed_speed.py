@@ -6,13 +6,14 @@ in ../shared/bench, a child process loads the model and runs `Embedder.embed_fil
 defaults, in fp32 and with int8 quantization (`--quantize int8`); we report tokens/s, achieved
 GFLOP/s, the fraction of the fp32 matmul-bound limit, int8's speed-up over fp32, the child's
 peak RSS, and the median latency of one 10-token sentence. Prints a table, writes JSON.
+With `--profile`, each child also times the parts of the run (the shares table below it).
 
 The limit is the square fp32 matmul rate of `torch.mm` (MKL) divided by a token's FLOPs with no
 word cache; "frac oneDNN" is the same against the rate of oneDNN's prepacked product, which
 elmo's fp32 inference uses and which on some CPUs is twice MKL's.
 
     python benchmarks/embed_speed.py [--presets small medium original] [--modes fp32 int8]
-        [--threads N] [--out results.json]
+        [--threads N] [--profile] [--out results.json]
 """
 
 from __future__ import annotations
@@ -40,13 +41,16 @@ import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
 from elmo.loading import load_model
-model_dir, text, out, mode, threads = sys.argv[1:6]
+model_dir, text, out, mode, threads, profile = sys.argv[1:7]
 if int(threads):
     torch.set_num_threads(int(threads))
 embedder = Embedder(load_model(model_dir).bilm, quantize=None if mode == "fp32" else mode)
+spent = PROFILE_PARTS(embedder) if int(profile) else {}
 start = time.perf_counter()
 embedder.embed_file(text, out, progress=False, overwrite=True)
 seconds = time.perf_counter() - start
+profiled = {part: t / seconds for part, t in spent.items()}
+spent.clear()
 sentence = "the quick brown fox jumps over the lazy dog .".split()
 for _ in range(3):
     embedder.embed_sentence(sentence)
@@ -55,7 +59,41 @@ for _ in range(30):
     t = time.perf_counter()
     embedder.embed_sentence(sentence)
     latencies.append(time.perf_counter() - t)
-print(json.dumps({"seconds": seconds, "latency_ms": 1000 * statistics.median(latencies)}))
+print(json.dumps({"seconds": seconds, "latency_ms": 1000 * statistics.median(latencies),
+                  "shares": profiled}))
+"""
+
+# Wraps the parts of an embedding run (in the child) so that each adds its seconds to `spent`:
+# the model's call (`Embedder._compute`), the char-CNN, the LSTM layers, and inside them each
+# named product (input, state, proj). What the LSTM spends outside its products is the cell's
+# elementwise work (gate activations, clipping, state updates, buffers); what the run spends
+# outside the model is reading, tokenizing, batching and writing HDF5.
+PROFILE_PARTS = r"""
+def PROFILE_PARTS(embedder):
+    import collections, functools
+    from elmo.embed import Embedder
+    from elmo.modules import char_cnn, lstm, lstm_backends
+    spent = collections.defaultdict(float)
+
+    def timed(cls, method, part):
+        inner = getattr(cls, method)
+
+        @functools.wraps(inner)
+        def wrapper(self, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(self, *args, **kwargs)
+            finally:
+                spent[part(args) if callable(part) else part] += time.perf_counter() - start
+        setattr(cls, method, wrapper)
+
+    timed(Embedder, "_compute", "model")
+    timed(char_cnn.CharCNNEncoder, "forward", "char-CNN")
+    timed(lstm.ProjectedLSTM, "forward", "LSTM")
+    for backend in {*lstm_backends.BACKENDS.values()}:
+        if "product" in vars(backend):
+            timed(backend, "product", lambda args: f"{args[0]} products")
+    return spent
 """
 
 
@@ -69,10 +107,11 @@ def efml_config(bench: Path) -> BiLMConfig:
     return released_config(chars, specials + sorted(set(text.split())))
 
 
-def run_child(model_dir: Path, text: Path, out: Path, mode: str = "fp32", threads: int = 0
-              ) -> dict:
+def run_child(model_dir: Path, text: Path, out: Path, mode: str = "fp32", threads: int = 0,
+              profile: bool = False) -> dict:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(model_dir), str(text), str(out), mode, str(threads)],
+        [sys.executable, "-c", PROFILE_PARTS + CHILD, str(model_dir), str(text), str(out), mode,
+         str(threads), str(int(profile))],
         stdout=subprocess.PIPE,
     )
     stdout = proc.stdout.read()
@@ -85,6 +124,34 @@ def run_child(model_dir: Path, text: Path, out: Path, mode: str = "fp32", thread
     return result
 
 
+# The parts of a run --profile reports: the char-CNN; the LSTM's input, state and projection
+# products; its cell's elementwise work; the model's other work (char ids, word cache, the
+# layers' unpadding); what runs outside the model (reading, tokenizing, batching, writing).
+PARTS = ("char-CNN", "input", "state", "proj", "cell", "other model", "outside")
+
+
+def shares(timed: dict[str, float]) -> dict[str, float]:
+    """The child's timed fractions of its run (nested) -> the PARTS' fractions (disjoint);
+    empty without --profile."""
+    if not timed:
+        return {}
+    parts = {"char-CNN": timed.get("char-CNN", 0.0)}
+    parts |= {name: timed.get(f"{name} products", 0.0) for name in ("input", "state", "proj")}
+    parts["cell"] = timed.get("LSTM", 0.0) - sum(parts[name] for name in ("input", "state", "proj"))
+    parts["other model"] = timed["model"] - parts["char-CNN"] - timed.get("LSTM", 0.0)
+    parts["outside"] = 1.0 - timed["model"]
+    return parts
+
+
+def print_shares(rows: list[dict]) -> None:
+    print("share of each run's time, % (input, state, proj: the LSTM's products; cell: the rest "
+          "of the LSTM; outside: reading, tokenizing, batching, writing)")
+    print(f"{'preset':9}{'workload':26}{'mode':5}" + "".join(f"{p:>12}" for p in PARTS))
+    for r in rows:
+        print(f"{r['preset']:9}{r['workload']:26}{r['mode']:5}"
+              + "".join(f"{100 * r['shares'][p]:12.1f}" for p in PARTS))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["small", "medium", "original"],
@@ -93,6 +160,8 @@ def main() -> None:
                         choices=["fp32", *QUANTIZE_MODES], help="fp32 and/or quantized")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads in the embedding child (default: torch's own)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time the run's parts (char-CNN, LSTM products, cell, rest)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/embed_speed.json")
     args = parser.parse_args()
     bench = SHARED / "bench"
@@ -121,7 +190,8 @@ def main() -> None:
             for workload, mode in itertools.product(WORKLOADS, args.modes):
                 text = bench / workload
                 tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))
-                result = run_child(model_dir, text, Path(tmp) / "out.hdf5", mode, args.threads)
+                result = run_child(model_dir, text, Path(tmp) / "out.hdf5", mode, args.threads,
+                                   args.profile)
                 tps = tokens / result["seconds"]
                 fp32 = next((r["tokens_per_s"] for r in rows if r["mode"] == "fp32"
                              and (r["preset"], r["workload"]) == (preset, workload)), None)
@@ -134,7 +204,7 @@ def main() -> None:
                     "limit_tokens_per_s": gflops * 1e9 / flops,
                     "peak_rss_mb": result["peak_rss_mb"], "weights_mb": weights_mb,
                     "latency_10_tokens_ms": result["latency_ms"],
-                    "mflop_per_token": flops / 1e6,
+                    "mflop_per_token": flops / 1e6, "shares": shares(result["shares"]),
                 })
     header = (f"{'preset':9}{'workload':26}{'mode':5}{'tok/s':>8}{'limit':>8}{'frac':>7}"
               f"{'oneDNN':>7}"
@@ -147,6 +217,8 @@ def main() -> None:
               f"{r['fraction_of_onednn_limit']:7.2f}{speedup}"
               f"{r['gflops_achieved']:9.1f}{r['peak_rss_mb']:8.0f}{r['weights_mb']:8.0f}"
               f"{r['latency_10_tokens_ms']:10.1f}")
+    if args.profile:
+        print_shares(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"matmul_gflops": gflops, "onednn_matmul_gflops": onednn_gflops,
                                     "threads": args.threads or None,

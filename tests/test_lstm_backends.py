@@ -127,3 +127,35 @@ def test_int8_backend_refuses_autograd():
     x, lengths, _ = _inputs(layer, stateful=False, seed=8)
     with torch.enable_grad(), pytest.raises(ElmoError, match="inference only"):
         layer(x, lengths)
+
+
+@INT8
+@pytest.mark.parametrize("name", list(quantize.INT8_KERNELS))
+def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
+    """Whichever kernel the CPU gets (each forced here, the no-VNNI ones even on a VNNI host):
+    the input and state products may take 7-bit activations where the kernel saturates in 8,
+    the projection always 8 (exactly the 8-bit int_mm product)."""
+    kernel = quantize.INT8_KERNELS[name]
+    if not kernel.runs_here():
+        pytest.skip(f"the int8 kernel {name} does not run here")
+    monkeypatch.setenv(quantize.KERNEL_ENV, name)
+    layer = _layer(seed=9, quantized=True)
+    with torch.inference_mode():
+        backend = BACKENDS["int8"](layer)
+    torch.manual_seed(10)
+    for product, bits in backend.activation_bits.items():
+        matrices = layer.int8[product]
+        x = torch.randn(2, 5, matrices.weight.shape[1])
+        with torch.inference_mode():
+            got = backend.product(product, x)
+        int_mm = quantize.INT8_KERNELS["int_mm"]
+        operands = [int_mm.pack(w, s) for w, s in zip(matrices.weight, matrices.scale,
+                                                      strict=True)]
+        expected = quantize.int8_matmul(x, int_mm, operands)  # 8 bits, exact
+        levels = 63 if kernel.saturating and bits == 7 else 127
+        if levels == 127:
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        else:
+            assert not torch.allclose(got, expected, atol=1e-5)  # 7 bits: other integers
+            assert (got - expected).norm() / expected.norm() < 0.03
+    assert backend.activation_bits["proj"] == 8

@@ -39,8 +39,8 @@ def add_quantize(p: argparse.ArgumentParser) -> None:
     """--quantize for commands that run a biLM for inference (embed, serve, analyze)."""
     p.add_argument("--quantize", choices=QUANTIZE_MODES, default=None,
                    help="int8: int8 weights and dynamically quantized activations on the CPU, "
-                   "~2-4x faster for large models on a CPU with VNNI (AVX-512 VNNI or AVX-VNNI), "
-                   "much slower without it (a warning says so), vectors within ~1%% of fp32 "
+                   "~1.9-2.2x faster than fp32 for large models (original), with VNNI or "
+                   "AVX2 alone, little faster for small ones; vectors within ~2%% of fp32 "
                    "(docs/speed.md). "
                    "Default: fp32")
 
