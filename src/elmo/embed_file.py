@@ -35,7 +35,7 @@ from elmo.io.fasta import (
     is_fasta_path,
     read_fasta,
     record_key,
-    scan_fasta,
+    scan_records,
 )
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin, scan_input
@@ -334,12 +334,11 @@ def _embed_text(embedder: SentenceEmbedder, tokenize: Tokenizer, input_path: Pat
 def _embed_fasta(embedder: SentenceEmbedder, input_path: Path, output_path: Path,
                  options: EmbedFileOptions) -> None:
     """A FASTA file once the output is claimed: the whole file is checked first."""
-    summary = scan_fasta(input_path, options.encoding_errors)
-    if len(summary) == 0:
-        raise InputFileError(f"{input_path} has no FASTA record ('>ID' line): there is nothing "
-                             "to embed")
+    summary = scan_records(input_path, options.encoding_errors)
     if options.fasta_keys == "biotrainer":
-        check_unique_sequences(input_path, options.encoding_errors)
+        check_unique_sequences(read_fasta(input_path, options.encoding_errors), input_path,
+                               "a dataset keyed by its sequence holds both: remove duplicates "
+                               "(e.g. `seqkit rmdup -s`), or name datasets by id")
     _, input_digest = scan_input(input_path)
     own, identity, partial = _start(embedder, output_path, options, len(summary), "record", {
         "input_sha256": input_digest, "total_records": str(len(summary)), "format": "fasta"})

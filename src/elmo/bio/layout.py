@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elmo.errors import InputFileError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_write_text
-from elmo.io.fasta import FastaRecord
+from elmo.io.fasta import FastaRecord, check_unique_sequences
 
 INPUT_PARAMETERS = "input_parameters_file.yml"
 OUTPUT_PARAMETERS = "output_parameters_file.yml"
@@ -58,20 +57,11 @@ def remap(records: Sequence[FastaRecord], simple: bool, source: Path) -> list[Re
     ordered = sorted(records, key=lambda record: -len(record.sequence))
     if simple:
         return [RemappedProtein(str(n), record) for n, record in enumerate(ordered)]
-    seen: dict[str, FastaRecord] = {}
-    proteins = []
-    for record in ordered:
-        key = hashlib.md5(record.sequence.encode()).hexdigest()
-        if key in seen:
-            first = seen[key]
-            raise InputFileError(
-                f"{source}, line {record.line}: record {record.id!r} has the same sequence as "
-                f"{first.id!r} (line {first.line}); datasets are keyed by the MD5 of the "
-                "sequence, so remove duplicates (e.g. `seqkit rmdup -s`) or set "
-                "'simple_remapping: True' under global")
-        seen[key] = record
-        proteins.append(RemappedProtein(key, record))
-    return proteins
+    check_unique_sequences(ordered, source, "datasets are keyed by the MD5 of the sequence, so "
+                           "remove duplicates (e.g. `seqkit rmdup -s`) or set "
+                           "'simple_remapping: True' under global")
+    return [RemappedProtein(hashlib.md5(record.sequence.encode()).hexdigest(), record)
+            for record in ordered]
 
 
 def fasta_text(entries: Iterable[tuple[str, str]]) -> str:

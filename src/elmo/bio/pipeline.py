@@ -19,7 +19,6 @@ process out.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -44,9 +43,10 @@ from elmo.bio.layout import (
 from elmo.bio.pipeline_config import PipelineConfig, StageConfig, read_pipeline_config
 from elmo.bio.project_stage import run_project_stage
 from elmo.bio.visualize_stage import run_visualize_stage
-from elmo.errors import ElmoError, InputFileError
+from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, output_lock
-from elmo.io.fasta import FastaRecord, read_fasta, scan_fasta
+from elmo.io.fasta import FastaRecord, read_fasta, scan_records
+from elmo.io.textfile import scan_input
 
 MARKER = ".unfinished_run.json"
 
@@ -60,7 +60,7 @@ def run_pipeline(config_path: str | Path, overwrite: bool = False, progress: boo
     records = _read_records(config.sequences_file)
     proteins = remap(records, config.simple_remapping, config.sequences_file)
     identity = {"config_sha256": config.digest,
-                "sequences_sha256": _file_digest(config.sequences_file)}
+                "sequences_sha256": scan_input(config.sequences_file)[1]}
     prefix = config.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(prefix):
@@ -83,22 +83,10 @@ def run_pipeline(config_path: str | Path, overwrite: bool = False, progress: boo
 
 
 def _read_records(path: Path) -> list[FastaRecord]:
-    """Every record of the FASTA file, checked whole (ids may repeat, as in bio_embeddings:
-    the new ids are what must be unique)."""
-    scan_fasta(path)  # the first problem, by line; a warning for lowercase letters
-    records = list(read_fasta(path, unique_ids=False))
-    if not records:
-        raise InputFileError(f"{path} has no FASTA record ('>ID' line): there is nothing to "
-                             "embed")
-    return records
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Every record of the FASTA file, checked whole first (by line; a warning for lowercase
+    letters): ids must not repeat, and the file must hold a record."""
+    scan_records(path)
+    return list(read_fasta(path))
 
 
 def _claim_prefix(config: PipelineConfig, identity: dict[str, str], overwrite: bool) -> bool:

@@ -15,7 +15,7 @@ import hashlib
 import re
 import warnings
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +125,15 @@ def scan_fasta(path: str | Path, encoding_errors: str = "strict") -> FastaSummar
     return FastaSummary(lengths)
 
 
+def scan_records(path: str | Path, encoding_errors: str = "strict") -> FastaSummary:
+    """`scan_fasta`, and an InputFileError where the file holds no record to embed."""
+    summary = scan_fasta(path, encoding_errors)
+    if len(summary) == 0:
+        raise InputFileError(f"{path} has no FASTA record ('>ID' line): there is nothing to "
+                             "embed")
+    return summary
+
+
 def dataset_name(record_id: str) -> str:
     """The HDF5 dataset name of a record id: the id verbatim, with `%` written `%25` and `/`
     (which HDF5 reads as a path) `%2F`; the id "." is `%2E`."""
@@ -144,16 +153,14 @@ def record_key(record: FastaRecord, keys: str = "id") -> str:
     return biotrainer_key(record.sequence) if keys == "biotrainer" else dataset_name(record.id)
 
 
-def check_unique_sequences(path: str | Path, encoding_errors: str = "strict") -> None:
-    """InputFileError naming the first record whose sequence repeats an earlier one's (keys
-    made from the sequence would collide)."""
+def check_unique_sequences(records: Iterable[FastaRecord], source: str | Path, fix: str
+                           ) -> None:
+    """InputFileError naming the first of `records` whose sequence repeats an earlier one's
+    (datasets keyed by the sequence would collide); `fix` says what to do about it."""
     seen: dict[str, FastaRecord] = {}
-    for record in read_fasta(path, encoding_errors):
-        key = biotrainer_key(record.sequence)
-        if key in seen:
-            first = seen[key]
+    for record in records:
+        first = seen.setdefault(record.sequence, record)
+        if first is not record:
             raise InputFileError(
-                f"{path}, line {record.line}: record {record.id!r} has the same sequence as "
-                f"{first.id!r} (line {first.line}); a dataset keyed by its sequence holds both: "
-                "remove duplicates (e.g. `seqkit rmdup -s`), or name datasets by id")
-        seen[key] = record
+                f"{source}, line {record.line}: record {record.id!r} has the same sequence as "
+                f"{first.id!r} (line {first.line}); {fix}")
