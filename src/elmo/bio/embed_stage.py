@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
-from elmo.bio.layout import RemappedProtein
+from elmo.bio.layout import RemappedProtein, StageRun
 from elmo.bio.seqvec import SeqVecEmbedder
 from elmo.embed import Embedder
 from elmo.io.atomic import atomic_output
@@ -42,11 +42,10 @@ PARTIAL = ".embed.partial"
 logger = logging.getLogger(__name__)
 
 
-def run_embed_stage(stage_dir: Path, options: dict[str, Any],
-                    proteins: Sequence[RemappedProtein], progress: bool = True
-                    ) -> dict[str, str]:
-    """Embed `proteins` as the stage's `options` say; returns the output parameters it adds
+def run_embed_stage(run: StageRun) -> dict[str, str]:
+    """Embed the proteins as the stage's options say; returns the output parameters it adds
     (the paths of the files written)."""
+    stage_dir, options, proteins = run.directory, run.options, run.proteins
     seqvec = _seqvec(options)
     files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
              REDUCED: options["reduce"]}
@@ -61,7 +60,8 @@ def run_embed_stage(stage_dir: Path, options: dict[str, Any],
     embedder = seqvec.embedder
     lengths = [len(p.record.sequence) for p in proteins]
     with tqdm(total=sum(lengths), initial=sum(lengths[:partial.done]), unit="residue",
-              unit_scale=True, disable=not progress, desc=f"embedding ({stage_dir.name})") as bar:
+              unit_scale=True, disable=not run.progress,
+              desc=f"embedding ({stage_dir.name})") as bar:
         numbered = enumerate(proteins[partial.done:], partial.done)
         for part in embedder.chunks(numbered, lambda item: item[1].record.sequence,
                                     start=partial.done):

@@ -45,6 +45,19 @@ class RemappedProtein:
         return f"{self.key} {original_header(self.record)}"
 
 
+@dataclass(frozen=True)
+class StageRun:
+    """What a stage runs on: its directory, protocol and options (defaults filled in), its
+    input parameters, the proteins in their remapped order, and whether to show progress."""
+
+    directory: Path
+    protocol: str
+    options: dict[str, Any]
+    parameters: dict[str, Any]
+    proteins: Sequence[RemappedProtein]
+    progress: bool
+
+
 def original_header(record: FastaRecord) -> str:
     """A record's header line without '>'."""
     return f"{record.id} {record.description}" if record.description else record.id

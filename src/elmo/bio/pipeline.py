@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from elmo import __version__
-from elmo.bio.embed_stage import run_embed_stage
 from elmo.bio.layout import (
     INPUT_PARAMETERS,
     MAPPING,
@@ -35,14 +34,18 @@ from elmo.bio.layout import (
     REMAPPED_SEQUENCES,
     SEQUENCES,
     RemappedProtein,
+    StageRun,
     read_parameters,
     remap,
     write_global_files,
     write_parameters,
 )
-from elmo.bio.pipeline_config import PipelineConfig, StageConfig, read_pipeline_config
-from elmo.bio.project_stage import run_project_stage
-from elmo.bio.visualize_stage import run_visualize_stage
+from elmo.bio.pipeline_config import (
+    STAGE_TYPES,
+    PipelineConfig,
+    StageConfig,
+    read_pipeline_config,
+)
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, output_lock
 from elmo.io.fasta import FastaRecord, read_fasta, scan_records
@@ -144,12 +147,8 @@ def _run_stage(stage: StageConfig, prefix: Path, global_parameters: dict[str, An
     options = {name: value if name in stage.written else carried.get(name, value)
                for name, value in stage.options.items()}
     logger.info("stage %s: %s with %s", stage.name, stage.type, stage.protocol)
-    if stage.type == "embed":
-        added = run_embed_stage(stage_dir, options, proteins, progress)
-    elif stage.type == "project":
-        added = run_project_stage(stage_dir, stage.protocol, options, parameters)
-    else:
-        added = run_visualize_stage(stage_dir, options, parameters)
+    added = STAGE_TYPES[stage.type].run(
+        StageRun(stage_dir, stage.protocol, options, parameters, proteins, progress))
     ended = datetime.now().astimezone()
     result = {**parameters, **options, **added, "end_time": str(ended),
               "elapsed_time": str(ended - started)}

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elmo.bio.embed_stage import run_embed_stage
+from elmo.bio.layout import StageRun
+from elmo.bio.project_stage import run_project_stage
+from elmo.bio.visualize_stage import run_visualize_stage
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 
-# What runs here: stage type -> protocols.
-PROTOCOLS = {"embed": ("seqvec",), "project": ("tsne", "umap"), "visualize": ("plotly",)}
-RUNS_HERE = "embed with protocol seqvec, project with tsne or umap, visualize with plotly"
 GLOBAL_OPTIONS = ("sequences_file", "prefix", "simple_remapping")
 STAGE_KEYS = ("type", "protocol", "depends_on")
 # bio_embeddings' default batch for SeqVec: residues per batch.
@@ -178,28 +180,22 @@ def _stage(name: str, written: dict[str, Any], earlier: list[StageConfig], where
     for key in ("type", "protocol"):
         if key not in written:
             raise ElmoError(f"{where(name)}: the stage has no {key}; what runs here: "
-                            f"{RUNS_HERE}")
+                            f"{runs_here()}")
     kind, protocol = str(written["type"]), str(written["protocol"])
-    if kind not in PROTOCOLS or protocol not in PROTOCOLS[kind]:
+    if kind not in STAGE_TYPES or protocol not in STAGE_TYPES[kind].protocols:
         raise ElmoError(f"{where(name)}: type {kind!r} with protocol {protocol!r} does not run "
                         f"here (bio_embeddings' other models and stages are not part of this "
-                        f"package); what runs here: {RUNS_HERE}")
+                        f"package); what runs here: {runs_here()}")
     depends_on = _depends_on(name, written.get("depends_on"), earlier, where)
-    known = {"embed": EMBED_OPTIONS, "project": PROJECT_OPTIONS.get(protocol, {}),
-             "visualize": VISUALIZE_OPTIONS}[kind]
+    stage_type = STAGE_TYPES[kind]
+    known = stage_type.protocols[protocol]
     for option, why in REFUSED.items():
         if option in written:
             raise ElmoError(f"{where(name, option)}: {option} is not supported here: {why}")
     _warn_unknown(written, (*STAGE_KEYS, *known, *CARRIED), name, where)
     options = {option: _typed(written, option, kind_, default, (name,), where)
                for option, (kind_, default) in known.items()}
-    if kind == "embed":
-        _check_embed(name, options, where)
-    if kind == "visualize" and options["annotation_file"] is not None:
-        annotations = Path(options["annotation_file"])
-        if not annotations.is_file():
-            raise ElmoError(f"{where(name, 'annotation_file')}: {annotations} is not a file "
-                            "(a CSV with the columns identifier and label)")
+    stage_type.check(name, options, where)
     return StageConfig(name, kind, protocol, depends_on, options, dict(written))
 
 
@@ -224,6 +220,13 @@ def _check_embed(name: str, options: dict[str, Any], where: _Where) -> None:
     if (options["weights_file"] is None) != (options["options_file"] is None):
         raise ElmoError(f"{where(name)}: give both weights_file and options_file (or "
                         "model_directory, or neither for the released seqvec)")
+
+
+def _check_visualize(name: str, options: dict[str, Any], where: _Where) -> None:
+    annotations = options["annotation_file"]
+    if annotations is not None and not Path(annotations).is_file():
+        raise ElmoError(f"{where(name, 'annotation_file')}: {annotations} is not a file "
+                        "(a CSV with the columns identifier and label)")
 
 
 def _depends_on(name: str, value: Any, earlier: list[StageConfig], where: _Where
@@ -276,3 +279,30 @@ def _warn_unknown(section: dict[str, Any], known: tuple[str, ...], name: str, wh
         if option not in known:
             warnings.warn(f"{where(name, str(option))}: {option!r} means nothing to {name!r} "
                           "here and is ignored", stacklevel=4)
+
+
+@dataclass(frozen=True)
+class StageType:
+    """A stage type that runs here: its `protocols`, each with its options (name -> (type,
+    bio_embeddings' default)); `check(stage name, options, where)`: what its options must
+    agree on; `run`: the stage itself, which returns the output parameters it adds."""
+
+    protocols: dict[str, dict[str, tuple[type, Any]]]
+    run: Callable[[StageRun], dict[str, str]]
+    check: Callable[[str, dict[str, Any], _Where], None] = lambda name, options, where: None
+
+
+# What runs here, in the order `runs_here` names it: a new stage type or protocol is an entry.
+STAGE_TYPES: dict[str, StageType] = {
+    "embed": StageType({"seqvec": EMBED_OPTIONS}, run_embed_stage, _check_embed),
+    "project": StageType(PROJECT_OPTIONS, run_project_stage),
+    "visualize": StageType({"plotly": VISUALIZE_OPTIONS}, run_visualize_stage, _check_visualize),
+}
+
+
+def runs_here() -> str:
+    """The stage types and protocols that run here, as errors name them ("embed with protocol
+    seqvec, project with tsne or umap, ...")."""
+    named = ", ".join(f"{kind} with {' or '.join(stage_type.protocols)}"
+                      for kind, stage_type in STAGE_TYPES.items())
+    return named.replace(" with ", " with protocol ", 1)

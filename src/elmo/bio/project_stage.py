@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from elmo.bio.layout import csv_text
+from elmo.bio.layout import StageRun, csv_text
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
@@ -28,10 +28,10 @@ INPUTS = ("projected_reduced_embeddings_file", "projected_embeddings_file",
           "reduced_embeddings_file")
 
 
-def run_project_stage(stage_dir: Path, protocol: str, options: dict[str, Any],
-                      parameters: dict[str, Any]) -> dict[str, str]:
-    """Project the per-protein vectors named in `parameters` (the stage's input parameters);
-    returns the output parameters it adds."""
+def run_project_stage(run: StageRun) -> dict[str, str]:
+    """Project the per-protein vectors named in the stage's input parameters; returns the
+    output parameters it adds."""
+    stage_dir, parameters = run.directory, run.parameters
     source = next((parameters[name] for name in INPUTS
                    if str(parameters.get(name, "")).endswith(".h5")), None)
     if source is None:
@@ -40,7 +40,7 @@ def run_project_stage(stage_dir: Path, protocol: str, options: dict[str, Any],
     mapping = _read_mapping(Path(parameters["mapping_file"]))
     with h5py.File(source, "r") as f:
         vectors = np.stack([f[key][...].astype(np.float32) for key, _, _ in mapping])
-    coordinates = _project(protocol, options, vectors, stage_dir.name)
+    coordinates = _project(run.protocol, run.options, vectors, stage_dir.name)
     components = [f"component_{i}" for i in range(coordinates.shape[1])]
     atomic_write_text(stage_dir / f"{PROJECTED_CSV}.csv", csv_text(
         ["", "original_id", "sequence_length", *components],

@@ -19,7 +19,7 @@ from typing import Any
 
 import h5py
 
-from elmo.bio.layout import csv_text
+from elmo.bio.layout import StageRun, csv_text
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
@@ -28,9 +28,10 @@ UNKNOWN = "UNKNOWN"
 COMPONENTS = ("component_0", "component_1", "component_2")
 
 
-def run_visualize_stage(stage_dir: Path, options: dict[str, Any], parameters: dict[str, Any]
-                        ) -> dict[str, str]:
-    """Plot the projection named in `parameters`; returns the output parameters it adds."""
+def run_visualize_stage(run: StageRun) -> dict[str, str]:
+    """Plot the projection named in the stage's input parameters; returns the output
+    parameters it adds."""
+    stage_dir, options, parameters = run.directory, run.options, run.parameters
     go = import_extra("plotly.graph_objects", "the visualize stage's plotly")
     source = parameters.get("projected_reduced_embeddings_file") or \
         parameters.get("projected_embeddings_file")
