@@ -71,6 +71,11 @@ def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
     raise ValueError(f"layers must be one of {LAYER_MODES}, got {mode!r}")
 
 
+def layers_side_by_side(layers: np.ndarray) -> np.ndarray:
+    """(L+1, n, D) -> (n, (L+1) x D): each token's layers concatenated, the lowest first."""
+    return layers.transpose(1, 0, 2).reshape(layers.shape[1], -1)
+
+
 @dataclass
 class InputLine:
     """One line of an input file: 0-based number, stripped text and tokens."""

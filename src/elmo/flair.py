@@ -18,6 +18,7 @@ import torch
 
 from elmo.config import BiLMConfig
 from elmo.embed import Embedder, select_layers
+from elmo.embed_file import layers_side_by_side
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.loading.load import load_model
@@ -102,10 +103,9 @@ class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
 
     def token_vectors(self, layers: np.ndarray) -> np.ndarray:
         """A sentence's layers (L+1, n, 2P) -> its token vectors (n, embedding_length)."""
-        selected = select_layers(layers, self.embedding_mode)
         if self.embedding_mode == "all":
-            return selected.transpose(1, 0, 2).reshape(layers.shape[1], -1)
-        return selected
+            return layers_side_by_side(layers)
+        return select_layers(layers, self.embedding_mode)
 
     def _add_embeddings_internal(self, sentences: list[Any]) -> list[Any]:
         words = [[token.text for token in sentence] for sentence in sentences]

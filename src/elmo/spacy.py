@@ -18,6 +18,7 @@ import numpy as np
 
 from elmo.analysis.layer_weights import read_layer_weights
 from elmo.embed import Embedder, select_layers
+from elmo.embed_file import layers_side_by_side
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 
@@ -37,7 +38,7 @@ def layer_mix(layers: str | int, n_layers: int) -> LayerMix:
     if layers in ("average", "top"):
         return lambda h: select_layers(h, layers)
     if layers == "all":
-        return lambda h: h.transpose(1, 0, 2).reshape(h.shape[1], -1)
+        return layers_side_by_side
     if isinstance(layers, int):
         if not 0 <= layers < n_layers:
             raise ElmoError(f"layers={layers}: the model has layers 0 to {n_layers - 1}")
