@@ -13,7 +13,7 @@ word cache; "frac oneDNN" is the same against the rate of oneDNN's prepacked pro
 elmo's fp32 inference uses and which on some CPUs is twice MKL's.
 
     python benchmarks/embed_speed.py [--presets small medium original] [--modes fp32 int8]
-        [--threads N] [--profile] [--out results.json]
+        [--workloads sentences_256.txt] [--threads N] [--profile] [--out results.json]
 """
 
 from __future__ import annotations
@@ -158,6 +158,8 @@ def main() -> None:
                         help="presets, or efml (the released ELMoForManyLangs architecture)")
     parser.add_argument("--modes", nargs="+", default=["fp32", "int8"],
                         choices=["fp32", *QUANTIZE_MODES], help="fp32 and/or quantized")
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS,
+                        help="files of ../shared/bench to embed (default: both)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads in the embedding child (default: torch's own)")
     parser.add_argument("--profile", action="store_true",
@@ -187,7 +189,7 @@ def main() -> None:
                 save_bilm_tf(BiLM(config), model_dir)
             flops = forward_flops_per_token(config)
             weights_mb = sum(f.stat().st_size for f in model_dir.iterdir()) / 2**20
-            for workload, mode in itertools.product(WORKLOADS, args.modes):
+            for workload, mode in itertools.product(args.workloads, args.modes):
                 text = bench / workload
                 tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))
                 result = run_child(model_dir, text, Path(tmp) / "out.hdf5", mode, args.threads,

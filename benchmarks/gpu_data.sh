@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Copies what benchmarks/gpu_run.sh reads into DIR (default .gpu-data, git-ignored): the lent
+# Copies what benchmarks/gpu_run.sh and cpu_isa_run.sh read into DIR (default .gpu-data, git-ignored): the lent
 # GPU machine cannot see ../shared. About 13 MB; name DIR in the device call's `carry`.
 #   benchmarks/gpu_data.sh [DIR] [SHARED]
 set -euo pipefail
 dir=${1:-.gpu-data}
 shared=${2:-${ELMO_SHARED:-$(dirname "$0")/../../shared}}
 wt2=$shared/data/wikitext-2
-mkdir -p "$dir/en-extra" "$dir/fixtures"
+mkdir -p "$dir/en-extra" "$dir/fixtures" "$dir/bench"
+cp "$shared"/bench/*.txt "$dir/bench/"
 cp "$wt2/train.txt.gz" "$wt2/valid.txt" "$wt2/test.txt" "$dir/"
 cp "$shared"/data/en-extra/*.train.txt.gz "$dir/en-extra/"
 for fixture in bilm-tf_tests_fixtures/model allennlp_test_fixtures_elmo; do
