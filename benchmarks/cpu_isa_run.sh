@@ -19,7 +19,7 @@ threads=${CPU_THREADS:-2}
 read -r -a presets <<< "${CPU_PRESETS:-small original}"
 here=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH="$here/src:$here/benchmarks${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-export ELMO_SHARED=$shared
+export ELMO_SHARED=$shared CUDA_VISIBLE_DEVICES=""  # the CPU's speed: elmo would take a GPU
 avx2=(env ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2)
 mkdir -p "$out"
 exec > >(tee "$out/cpu_isa_run.log") 2>&1
@@ -37,16 +37,16 @@ print("torch", torch.__version__, "capability", torch.backends.cpu.get_cpu_capab
 echo "== the int8 kernel tests: natively, then held to AVX2"
 for run in "" "${avx2[*]}"; do
     (cd "$here" && $run timeout 300 "$python" -m pytest -q -p no:cacheprovider \
-        tests/test_quantize.py tests/test_lstm_backends.py 2>&1 | tail -4)
+        tests/test_quantize.py tests/test_lstm_backends.py --tb=short 2>&1 | tail -40)
 done
 
 speed=("$python" "$here/benchmarks/embed_speed.py" --presets "${presets[@]}" --threads "$threads")
 echo "== embed_speed natively (the int8 kernel elmo chooses)"
 "${speed[@]}" --out "$out/cpu_native.json"
+echo "== embed_speed held to AVX2"
+"${avx2[@]}" "${speed[@]}" --workloads sentences_256.txt --out "$out/cpu_avx2.json"
 echo "== embed_speed with the no-VNNI int8 kernel forced"
 ELMO_INT8_KERNEL=fbgemm-no-vnni "${speed[@]}" --workloads sentences_256.txt \
     --out "$out/cpu_fbgemm_no_vnni.json"
-echo "== embed_speed held to AVX2"
-"${avx2[@]}" "${speed[@]}" --workloads sentences_256.txt --out "$out/cpu_avx2.json"
 echo "== the fp32 profile"
 "${speed[@]}" --workloads sentences_256.txt --modes fp32 --profile --out "$out/cpu_profile.json"

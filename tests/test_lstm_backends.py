@@ -16,6 +16,7 @@ from elmo.modules.lstm_backends import (
     LSTMBackend,
     choose_backend,
 )
+from tests.helpers.int8 import EXACT_INT8
 
 INT8 = pytest.mark.skipif(quantize.int8_unavailable_reason() is not None,
                           reason=f"no int8 here: {quantize.int8_unavailable_reason()}")
@@ -134,7 +135,7 @@ def test_int8_backend_refuses_autograd():
 def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
     """Whichever kernel the CPU gets (each forced here, the no-VNNI ones even on a VNNI host):
     the input and state products may take 7-bit activations where the kernel saturates in 8,
-    the projection always 8 (exactly the 8-bit int_mm product)."""
+    the projection always 8 (exactly the 8-bit integer product)."""
     kernel = quantize.INT8_KERNELS[name]
     if not kernel.runs_here():
         pytest.skip(f"the int8 kernel {name} does not run here")
@@ -148,10 +149,9 @@ def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
         x = torch.randn(2, 5, matrices.weight.shape[1])
         with torch.inference_mode():
             got = backend.product(product, x)
-        int_mm = quantize.INT8_KERNELS["int_mm"]
-        operands = [int_mm.pack(w, s) for w, s in zip(matrices.weight, matrices.scale,
-                                                      strict=True)]
-        expected = quantize.int8_matmul(x, int_mm, operands)  # 8 bits, exact
+        operands = [EXACT_INT8.pack(w, s) for w, s in zip(matrices.weight, matrices.scale,
+                                                          strict=True)]
+        expected = quantize.int8_matmul(x, EXACT_INT8, operands)  # 8 bits
         levels = 63 if kernel.saturating and bits == 7 else 127
         if levels == 127:
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

@@ -25,6 +25,7 @@ from elmo.modules.bilm import model_identity
 from elmo.modules.quantize import Int8Linear, int8_matmul, quantize_columns
 from elmo.tasks.config import TaskConfig
 from tests.conftest import random_bilm
+from tests.helpers.int8 import use_exact_int8
 from tests.helpers.tasks import CONLLU, task_args
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat", "."], ["北京", "欢迎", "你"], ["a"],
@@ -239,23 +240,24 @@ def test_task_run_evaluated_on_int8_features(tmp_path, capsys):
 
 @pytest.mark.filterwarnings("ignore:int8 products run here")
 @pytest.mark.parametrize("name", ["onednn", "fbgemm-no-vnni", "onednn-no-vnni"])
-def test_int8_kernels_agree_with_int_mm(name, monkeypatch):
-    """Each kernel against torch._int_mm on the same vectors: equal where it sums the same
-    8-bit integers, within 1.5% where the input and state products take 7 bits (no VNNI)."""
+def test_int8_kernels_agree_with_the_exact_product(name, monkeypatch):
+    """Each kernel against the exact 8-bit integer products on the same vectors: equal where
+    it sums the same 8-bit integers, within 1.5% where the input and state products take 7
+    bits (no VNNI)."""
     _kernel(name)
     monkeypatch.setenv(quantize.KERNEL_ENV, name)
     embedder = Embedder(random_bilm(seed=6), quantize="int8")
     got = embedder.embed_sentences(SENTENCES)
     assert embedder.model.lstm.layers[0].int8["state"].__dict__["_int8_operands"][0].name == name
-    monkeypatch.setenv(quantize.KERNEL_ENV, "int_mm")
-    int_mm = Embedder(random_bilm(seed=6), quantize="int8").embed_sentences(SENTENCES)
+    use_exact_int8(monkeypatch)
+    exact = Embedder(random_bilm(seed=6), quantize="int8").embed_sentences(SENTENCES)
     if not quantize.INT8_KERNELS[name].saturating:
-        for a, b in zip(got, int_mm, strict=True):
+        for a, b in zip(got, exact, strict=True):
             np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
     else:
-        assert (mean_relative_errors(got, int_mm) < 0.015).all()
-        # The char-CNN's products keep 8 bits: layer 0 is int_mm's.
-        for a, b in zip(got, int_mm, strict=True):
+        assert (mean_relative_errors(got, exact) < 0.015).all()
+        # The char-CNN's products keep 8 bits: layer 0 is the exact one's.
+        for a, b in zip(got, exact, strict=True):
             np.testing.assert_allclose(a[0], b[0], atol=1e-5, rtol=0)
 
 
@@ -268,8 +270,8 @@ def test_int8_kernel_choice(monkeypatch):
     if not torch.cpu._is_vnni_supported():
         assert not quantize.INT8_KERNELS["onednn"].runs_here()  # its pair sums saturate
         assert chosen.saturating or chosen.name == "int_mm"
-    monkeypatch.setenv(quantize.KERNEL_ENV, "int_mm")
-    assert quantize.choose_int8_kernel().name == "int_mm"
+    use_exact_int8(monkeypatch)
+    assert quantize.choose_int8_kernel().name == "exact"
     monkeypatch.setenv(quantize.KERNEL_ENV, "int4")
     with pytest.raises(ElmoError, match="not an int8 kernel"):
         quantize.choose_int8_kernel()
@@ -280,6 +282,11 @@ def test_int8_kernel_choice(monkeypatch):
     monkeypatch.setenv(quantize.KERNEL_ENV, "fbgemm-no-vnni")
     monkeypatch.setenv("ELMO_ONEDNN", "0")
     assert quantize.choose_int8_kernel().name == "fbgemm-no-vnni"  # fbgemm is not oneDNN
+    monkeypatch.delenv(quantize.KERNEL_ENV)
+    monkeypatch.setattr(quantize, "INT8_KERNELS", {"onednn": quantize.INT8_KERNELS["onednn"]})
+    monkeypatch.setenv("ELMO_ONEDNN", "0")  # none left that sums exactly
+    with pytest.raises(ElmoError, match="no int8 kernel sums exactly.*fp32"):
+        quantize.choose_int8_kernel()
 
 
 def test_saving_an_int8_model_is_refused_with_the_fix(tmp_path):

@@ -228,7 +228,11 @@ def choose_int8_kernel() -> Int8Kernel:
     here (`int_mm` where int8 runs at all)."""
     forced = os.environ.get(KERNEL_ENV)
     if not forced:
-        return next(k for k in INT8_KERNELS.values() if k.runs_here())
+        exact = next((k for k in INT8_KERNELS.values() if k.runs_here()), None)
+        if exact is None:
+            raise ElmoError("no int8 kernel sums exactly on this machine (are oneDNN or fbgemm "
+                            "held to another instruction set?); embed in fp32 (no --quantize)")
+        return exact
     if forced not in INT8_KERNELS:
         raise ElmoError(f"{KERNEL_ENV}={forced!r} is not an int8 kernel; choose one of "
                         f"{list(INT8_KERNELS)}")
