@@ -13,7 +13,8 @@ word cache; "frac oneDNN" is the same against the rate of oneDNN's prepacked pro
 elmo's fp32 inference uses and which on some CPUs is twice MKL's.
 
     python benchmarks/embed_speed.py [--presets small medium original] [--modes fp32 int8]
-        [--workloads sentences_256.txt] [--threads N] [--profile] [--out results.json]
+        [--workloads sentences_256.txt] [--threads N] [--batch-size N] [--max-tokens N]
+        [--profile] [--out results.json]
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ import json, statistics, sys, time
 import torch
 from elmo.embed import Embedder
 from elmo.loading import load_model
-model_dir, text, out, mode, threads, profile = sys.argv[1:7]
+model_dir, text, out, mode, threads, profile, batching = sys.argv[1:8]
 if int(threads):
     torch.set_num_threads(int(threads))
-embedder = Embedder(load_model(model_dir).bilm, quantize=None if mode == "fp32" else mode)
+embedder = Embedder(load_model(model_dir).bilm, quantize=None if mode == "fp32" else mode,
+                    **json.loads(batching))
 spent = PROFILE_PARTS(embedder) if int(profile) else {}
 start = time.perf_counter()
 embedder.embed_file(text, out, progress=False, overwrite=True)
@@ -108,10 +110,12 @@ def efml_config(bench: Path) -> BiLMConfig:
 
 
 def run_child(model_dir: Path, text: Path, out: Path, mode: str = "fp32", threads: int = 0,
-              profile: bool = False) -> dict:
+              profile: bool = False, batching: dict | None = None) -> dict:
+    """One child's run (see CHILD); `batching`: the Embedder's batch_size and max_tokens, if
+    not its defaults."""
     proc = subprocess.Popen(
         [sys.executable, "-c", PROFILE_PARTS + CHILD, str(model_dir), str(text), str(out), mode,
-         str(threads), str(int(profile))],
+         str(threads), str(int(profile)), json.dumps(batching or {})],
         stdout=subprocess.PIPE,
     )
     stdout = proc.stdout.read()
@@ -162,6 +166,8 @@ def main() -> None:
                         help="files of ../shared/bench to embed (default: both)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads in the embedding child (default: torch's own)")
+    parser.add_argument("--batch-size", type=int, help="sentences per batch (default: elmo's)")
+    parser.add_argument("--max-tokens", type=int, help="padded tokens per batch (default: elmo's)")
     parser.add_argument("--profile", action="store_true",
                         help="also time the run's parts (char-CNN, LSTM products, cell, rest)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/embed_speed.json")
@@ -177,6 +183,8 @@ def main() -> None:
     gflops, onednn_gflops = matmul_gflops(), matmul_gflops(kernel="onednn")
     print(f"fp32 matmul: {gflops:.0f} GFLOP/s (torch.mm), {onednn_gflops:.0f} (oneDNN), "
           f"torch threads: {torch.get_num_threads()}")
+    batching = {key: value for key, value in (("batch_size", args.batch_size),
+                                              ("max_tokens", args.max_tokens)) if value}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
@@ -193,7 +201,7 @@ def main() -> None:
                 text = bench / workload
                 tokens = sum(len(line.split()) for line in text.open(encoding="utf-8"))
                 result = run_child(model_dir, text, Path(tmp) / "out.hdf5", mode, args.threads,
-                                   args.profile)
+                                   args.profile, batching)
                 tps = tokens / result["seconds"]
                 fp32 = next((r["tokens_per_s"] for r in rows if r["mode"] == "fp32"
                              and (r["preset"], r["workload"]) == (preset, workload)), None)
@@ -223,7 +231,7 @@ def main() -> None:
         print_shares(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"matmul_gflops": gflops, "onednn_matmul_gflops": onednn_gflops,
-                                    "threads": args.threads or None,
+                                    "threads": args.threads or None, "batching": batching,
                                     "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -98,11 +98,11 @@ def test_the_budget_is_what_half_the_free_memory_holds_and_scales_with_it(monkey
     assert bytes_per_position(original, torch.bfloat16) < 0.51 * bytes_per_position(original)
 
 
-def test_off_cuda_the_budget_is_4096_and_the_device_is_not_asked(monkeypatch):
+def test_off_cuda_the_budget_is_16384_and_the_device_is_not_asked(monkeypatch):
     monkeypatch.setattr("elmo.memory.free_memory", lambda device: pytest.fail("probed"))
     assert token_budget(BiLMConfig.preset("small"), torch.device("cpu")) == CPU_MAX_TOKENS
-    assert Embedder(random_bilm(), device="cpu").max_tokens == 4096
-    assert Embedder(random_bilm(), device="cpu", max_tokens="auto").max_tokens == 4096
+    assert Embedder(random_bilm(), device="cpu").max_tokens == 16384
+    assert Embedder(random_bilm(), device="cpu", max_tokens="auto").max_tokens == 16384
     assert Embedder(random_bilm(), device="cpu", max_tokens=77).max_tokens == 77
 
 
@@ -134,7 +134,7 @@ def test_a_batch_out_of_memory_is_halved_with_the_same_vectors_in_input_order(
 def test_one_sentence_that_never_fits_names_its_number_and_length(monkeypatch):
     data = sentences(40, longest=5)
     data[35] = ["word"] * 11  # 13 positions with its boundaries; the second chunk of 32
-    embedder = Embedder(random_bilm(), batch_size=2)
+    embedder = Embedder(random_bilm(), batch_size=2, device="cpu")  # simulated, on any machine
     running_out_of_memory(monkeypatch, lambda rows, width: width > 12)
     with pytest.raises(DeviceMemoryError) as caught:
         embedder.embed_sentences(data)

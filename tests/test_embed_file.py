@@ -11,7 +11,7 @@ import pytest
 
 from elmo import save_pretrained
 from elmo.cli import main
-from elmo.embed import Embedder
+from elmo.embed import CHUNK_BATCHES, Embedder
 from elmo.embed_file import EmbedFileOptions, embed_file
 from elmo.extras import MissingExtraError
 from tests.conftest import random_bilm
@@ -91,8 +91,9 @@ def test_layer_sum_and_mean_pooling(tmp_path, model_dir, embedder, layers, pool,
 
 
 def test_chunks_keep_to_the_token_budget_and_the_chunk_grid(model_dir):
-    embedder = Embedder.from_pretrained(model_dir, batch_size=2, max_tokens=8)
-    # chunk_size 32 sentences, a budget of 16 x 8 = 128 tokens
+    embedder = Embedder.from_pretrained(model_dir, batch_size=32 // CHUNK_BATCHES,
+                                        max_tokens=128 // CHUNK_BATCHES)
+    # chunk_size 32 sentences, a budget of 128 tokens
     lengths = [50, 50, 50, 200, 3] + [1] * 40
     chunks = list(embedder.chunks([["x"] * n for n in lengths]))
     sizes = [[len(s) for s in chunk] for chunk in chunks]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from elmo import batch_to_ids
-from elmo.embed import Embedder
+from elmo.embed import CHUNK_BATCHES, Embedder
 from elmo.errors import ElmoError
 from elmo.tasks.features import cache_key, cached_layers
 from tests.conftest import random_bilm
@@ -88,17 +88,17 @@ def test_invalidated_when_the_model_or_the_sentences_change(tmp_path, monkeypatc
 
 def test_a_killed_run_leaves_no_trusted_entry_and_resumes(tmp_path, monkeypatch):
     counter = CountingEmbeds(monkeypatch, fail_after=100)
-    bilm = random_bilm()
+    bilm, batch_size = random_bilm(), 64 // CHUNK_BATCHES
     with pytest.raises(KeyboardInterrupt):
-        cached_layers(bilm, SENTENCES * 300, tmp_path, batch_size=4, progress=False)
+        cached_layers(bilm, SENTENCES * 300, tmp_path, batch_size=batch_size, progress=False)
     assert not list(tmp_path.glob("*.hdf5"))  # only the .partial
     assert list(tmp_path.glob("*.hdf5.partial"))
     counter.fail_after, computed_before = None, counter.count
-    store = cached_layers(bilm, SENTENCES * 300, tmp_path, batch_size=4, progress=False)
+    store = cached_layers(bilm, SENTENCES * 300, tmp_path, batch_size=batch_size, progress=False)
     assert len(store) == 1200
     np.testing.assert_allclose(store[1], expected_layers(bilm, SENTENCES[1]), atol=1e-5)
     assert not list(tmp_path.glob("*.partial"))
-    # progress is recorded every 16 batches (64 sentences here): the rest is recomputed
+    # progress is recorded every CHUNK_BATCHES batches (64 sentences here): the rest is recomputed
     assert computed_before == 100 and counter.count == 100 + 1200 - 64
 
 

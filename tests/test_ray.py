@@ -22,13 +22,15 @@ import ray
 
 from elmo import save_pretrained
 from elmo.cli import main
-from elmo.embed import Embedder, select_layers
+from elmo.embed import CHUNK_BATCHES, Embedder, select_layers
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.fasta import dataset_name, scan_fasta
 from elmo.io.parquet_output import MANIFEST, embedding_arrays, parquet_to_hdf5, write_block
 from elmo.ray import Embed
 from elmo.ray.files import BlockWriter, _check_resources
 from tests.conftest import REPO, random_bilm
+
+BLOCK_BATCH = 16 // CHUNK_BATCHES  # --batch-size that makes blocks of 16 lines
 
 LINES = ["the bank raised rates .", "", "we sat on the river bank .", "   ", "a", "北京 欢迎 你",
          "money in the bank", "the cat sat on the mat .", "b c d e f g h", "a b"]
@@ -146,7 +148,7 @@ def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out, partial = tmp_path / "out", tmp_path / "out.partial"
     command = ["embed", str(model_dir), str(tmp_path / "in.txt"), str(out), "--ray",
-               "--workers", "1", "--batch-size", "1"]  # blocks of 16 x 1 lines
+               "--workers", "1", "--batch-size", str(BLOCK_BATCH)]  # blocks of 16 lines
     address = ray.get_runtime_context().gcs_address  # the child joins this test's Ray
     with open(tmp_path / "child.log", "wb") as log:
         child = subprocess.Popen([sys.executable, "-m", "elmo", *command, "--quiet",
@@ -166,11 +168,11 @@ def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
         capsys.readouterr().err
     assert not partial.exists() and len(list(out.glob("part-*.parquet"))) == 3
     assert all((out / name).stat().st_mtime_ns == mtime for name, mtime in before.items())
-    assert _run("embed", model_dir, tmp_path / "in.txt", tmp_path / "ref.hdf5", "--batch-size", 1,
-                "--quiet") == 0
+    assert _run("embed", model_dir, tmp_path / "in.txt", tmp_path / "ref.hdf5", "--batch-size",
+                BLOCK_BATCH, "--quiet") == 0
     assert _run("merge", tmp_path / "merged.hdf5", out) == 0
-    # one input file, blocks of 16 x --batch-size lines (the default): every line has the
-    # neighbours it has in `elmo embed`, so the vectors are the same bit for bit
+    # one input file, blocks of CHUNK_BATCHES x --batch-size lines (the default): every line
+    # has the neighbours it has in `elmo embed`, so the vectors are the same bit for bit
     _assert_same_hdf5(tmp_path / "merged.hdf5", tmp_path / "ref.hdf5", atol=0)
 
 
@@ -188,14 +190,15 @@ PROTEINS = [(f"sp|P{n:05d}|PROT{n}" if n % 5 else f"tr/{n}%x", f"protein {n}  of
 
 def test_ray_command_on_fasta_equals_embed(ray_session, model_dir, tmp_path):
     """Two FASTA files, one gzipped, read by their names: 16 records a block (--batch-size
-    1), the first file cut in two; merged, the file of `elmo embed` on each, bit for bit."""
+    BLOCK_BATCH), the first file cut in two; merged, the file of `elmo embed` on each, bit
+    for bit."""
     corpus, out, merged = tmp_path / "corpus", tmp_path / "out", tmp_path / "merged.hdf5"
     corpus.mkdir()
     (corpus / "a.fasta").write_text(_fasta(PROTEINS[:20]), encoding="utf-8")
     with gzip.open(corpus / "b.fa.gz", "wt", encoding="utf-8") as f:
         f.write(_fasta(PROTEINS[20:], width=5))
-    assert _run("embed", model_dir, corpus, out, "--ray", "--workers", 2, "--batch-size", 1,
-                "--quiet") == 0
+    assert _run("embed", model_dir, corpus, out, "--ray", "--workers", 2, "--batch-size",
+                BLOCK_BATCH, "--quiet") == 0
     manifest = json.loads((out / MANIFEST).read_text())
     assert (manifest["version"], manifest["input_format"], manifest["tokenizer"]) == \
         (2, "fasta", "chars")
@@ -214,7 +217,7 @@ def test_ray_command_on_fasta_equals_embed(ray_session, model_dir, tmp_path):
     assert _run("merge", merged, out) == 0
     for name in ("a.fasta", "b.fa.gz"):
         assert _run("embed", model_dir, corpus / name, tmp_path / f"{name}.hdf5",
-                    "--batch-size", 1, "--quiet") == 0
+                    "--batch-size", BLOCK_BATCH, "--quiet") == 0
     with h5py.File(merged, "r") as f, h5py.File(tmp_path / "a.fasta.hdf5", "r") as a, \
             h5py.File(tmp_path / "b.fa.gz.hdf5", "r") as b:
         assert sorted(f) == sorted([*a, *b]) == sorted(dataset_name(i) for i, _, _ in PROTEINS)

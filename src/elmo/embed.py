@@ -39,7 +39,12 @@ __all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "Embe
            "InputLine", "TokenVectorCache", "read_lines", "select_layers"]
 
 T = TypeVar("T")
-CHUNK_BATCHES = 16  # a chunk (regrouped by length together) holds this many batches' worth
+# Sentences a batch holds by default: 256 (each LSTM step multiplies more rows at once: 1.1-1.4x
+# the speed of 64 on a CPU, docs/speed.md); stateful, 64 as AllenNLP's (its batches change the
+# numbers). A chunk (regrouped by length together) holds CHUNK_BATCHES batches' worth: 1,024
+# sentences and 65,536 tokens by default, as 16 batches of 64 and 4,096 did before 2026-11-26.
+BATCH_SIZE, STATEFUL_BATCH_SIZE = 256, 64
+CHUNK_BATCHES = 4
 
 
 def unpad(layers: torch.Tensor, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -104,14 +109,14 @@ class Embedder:
 
     Stateless by default: a sentence's vectors do not depend on the other sentences embedded
     with it, so sentences are regrouped by length into batches of at most `batch_size`
-    sentences and `max_tokens` padded positions (results still come in input order).
-    `max_tokens="auto"`: 4,096 on the CPU, on CUDA what half of the free memory holds
+    sentences (default 256) and `max_tokens` padded positions (results still come in input
+    order). `max_tokens="auto"`: 16,384 on the CPU, on CUDA what half of the free memory holds
     (`elmo.memory.token_budget`); a number is used as given. A batch that runs out of device
     memory is halved and computed again, down to one sentence, which raises
     `elmo.memory.DeviceMemoryError` naming it if it does not fit alone.
     `stateful=True` reproduces the original implementation's protocol instead: input order,
-    batches of exactly `batch_size` sentences, LSTM state carried per batch row (a batch
-    that does not fit raises DeviceMemoryError: it cannot be split).
+    batches of exactly `batch_size` sentences (default 64), LSTM state carried per batch row
+    (a batch that does not fit raises DeviceMemoryError: it cannot be split).
     Token vectors come from a cache of `token_cache_size` words (0 turns it off).
     `quantize="int8"` quantizes the model in place for int8 inference on the CPU
     (docs/speed.md). `precision`: "fp32" (the default; no TF32), "tf32" (CUDA products in
@@ -126,7 +131,7 @@ class Embedder:
         model: BiLM,
         *,
         device: str | torch.device | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         max_tokens: int | str = AUTO,
         stateful: bool = False,
         token_cache_size: int = 20000,
@@ -137,6 +142,7 @@ class Embedder:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
                             "use Embedder.from_pretrained(name_or_directory)")
+        batch_size = batch_size or (STATEFUL_BATCH_SIZE if stateful else BATCH_SIZE)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         check_precision(precision)
@@ -185,8 +191,8 @@ class Embedder:
     def chunks(self, items: Iterable[T], tokens: Callable[[T], Sequence[str]] = lambda s: s,
                start: int = 0) -> Iterator[list[T]]:
         """Consecutive lists of items computed together. Stateful: `batch_size` items.
-        Stateless: at most `chunk_size` items and 16 x `max_tokens` tokens (a longer item
-        alone), so that memory stays bounded however long the items are. A chunk never
+        Stateless: at most `chunk_size` items and CHUNK_BATCHES x `max_tokens` tokens (a longer
+        item alone), so that memory stays bounded however long the items are. A chunk never
         crosses a multiple of `chunk_size` counted from item 0 (`start`: the number of the
         first item): a resumed run or a shard starting there computes every item in the same
         batch as one run from the start, bit for bit."""

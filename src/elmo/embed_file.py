@@ -130,7 +130,8 @@ class EmbedSettings:
     What is kept (`reduce`): `layers` all, top, average or sum; `pool` None, or "mean" for one
     vector per sentence (the mean over its tokens of the chosen layers); `dtype` float32, or
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
-    model's, else whitespace), `batch_size` (sentences per batch), `max_tokens` (padded tokens
+    model's, else whitespace), `batch_size` (sentences per batch; None: the Embedder's
+    default), `max_tokens` (padded tokens
     per batch, "auto" or a number), `device` (None: cuda if available), `quantize` (None or
     "int8"), `precision` (fp32, tf32 or bf16) and `stateful` (the original's protocol), which
     the Embedder checks when it is made.
@@ -140,7 +141,7 @@ class EmbedSettings:
     pool: str | None = None
     dtype: str = "float32"
     tokenizer: Tokenizer | str | None = None
-    batch_size: int = 64
+    batch_size: int | None = None
     max_tokens: int | str = AUTO
     device: str | torch.device | None = None
     quantize: str | None = None

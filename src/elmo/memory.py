@@ -1,7 +1,7 @@
 """Memory-aware batching on a device: a token budget chosen from the free memory, and batches
 that run out of memory halved and computed again.
 
-`token_budget` is the `max_tokens` ("auto") of an `Embedder` on a device: 4,096 padded
+`token_budget` is the `max_tokens` ("auto") of an `Embedder` on a device: 16,384 padded
 positions on the CPU; on CUDA what half of the free memory holds, by `bytes_per_position`.
 `compute_halving` runs a batch; where it raises `torch.OutOfMemoryError`, each half is run
 alone, down to one sentence, which raises `DeviceMemoryError` if it does not fit either.
@@ -23,9 +23,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 AUTO = "auto"
-CPU_MAX_TOKENS = 4096  # the budget off CUDA, as before there was a device budget
-# The most an automatic budget gives: a chunk of 16 batches' layers is held in host memory
-# (16 x 16,384 positions x (L+1) x 2P floats: 3.2 GB for `original`).
+# The budget off CUDA: 256 sentences of up to 62 tokens (4,096 before 2026-11-26).
+CPU_MAX_TOKENS = 16384
+# The most an automatic budget gives: a chunk of CHUNK_BATCHES (4) batches' layers is held in
+# host memory (4 x 16,384 positions x (L+1) x 2P floats: 0.8 GB for `original`).
 MAX_AUTO_TOKENS = 16384
 FREE_SHARE = 0.5  # of the free memory a batch may use: the rest is for what is not counted
 CHAR_ID_BYTES = 3 * 8  # int64 char ids per character: the ids, with boundaries, sorted
@@ -101,7 +102,7 @@ def bytes_per_position(config: BiLMConfig, dtype: torch.dtype = torch.float32) -
 
 def token_budget(config: BiLMConfig, device: torch.device,
                  dtype: torch.dtype = torch.float32) -> int:
-    """The padded positions a batch may hold on `device` (`max_tokens="auto"`): 4,096 off
+    """The padded positions a batch may hold on `device` (`max_tokens="auto"`): 16,384 off
     CUDA; on CUDA the positions that half of the free memory holds (`bytes_per_position`),
     rounded down to a power of two (the same budget again when the free memory is about the
     same, so that a killed run resumes) and at most 16,384. Measure after the model is on the

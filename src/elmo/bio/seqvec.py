@@ -30,7 +30,7 @@ class SeqVecEmbedder:
     bio_embeddings, `options_file` and `weights_file`, or `model_directory` (a directory
     holding one options/weights pair). `device`: as `Embedder` (default: cuda if available);
     `quantize="int8"` for int8 on the CPU. `max_tokens`: the most padded residues a batch
-    holds (a longer protein runs alone; "auto": 4,096 on the CPU, from the free memory on a
+    holds (a longer protein runs alone; "auto": 16,384 on the CPU, from the free memory on a
     GPU). A batch that runs out of GPU memory is halved and computed again; a protein that
     does not fit alone raises `elmo.memory.DeviceMemoryError` naming its number and length.
     """

@@ -15,7 +15,7 @@ from elmo.cli.common import (
     model_files,
 )
 from elmo.device import PRECISIONS
-from elmo.embed import LAYER_MODES, OUTPUT_DTYPES, Embedder
+from elmo.embed import BATCH_SIZE, LAYER_MODES, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
 from elmo.embed_file import INPUT_FORMATS, POOL_MODES, EmbedFileOptions
 from elmo.io.fasta import FASTA_KEYS
 from elmo.io.textfile import ENCODING_ERRORS
@@ -67,10 +67,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help="FASTA datasets named by record id (default), or by biotrainer's hash "
                    "of the sequence (sha256 of 'SEQUENCE_LENGTH'), for training with biotrainer")
     add_tokenizer(p)
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    p.add_argument("--batch-size", type=int, help=f"sentences per batch (default {BATCH_SIZE}; "
+                   f"with --stateful {STATEFUL_BATCH_SIZE}, AllenNLP's)")
     p.add_argument("--max-tokens", type=_max_tokens, default=AUTO,
                    help="padded tokens per batch; a longer sentence or protein runs alone. "
-                   "auto: 4096 on the CPU, on a GPU what half of its free memory holds "
+                   "auto: 16384 on the CPU, on a GPU what half of its free memory holds "
                    "(default auto)")
     device = p.add_mutually_exclusive_group()
     device.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         form = "--options-file F --weight-file F INPUT OUTPUT" if official else \
             "MODEL INPUT OUTPUT (or --options-file F --weight-file F INPUT OUTPUT)"
         parser.error(f"embed takes {form}; got {len(args.paths)} paths: {args.paths}")
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
     if args.num_shards < 1:
         parser.error("--num-shards must be at least 1")

@@ -26,7 +26,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                        help="actors, each with its own model (default: the cluster's CPUs "
                        "divided by --threads; with --device cuda, its GPUs, one each)")
     group.add_argument("--block-lines", type=int, metavar="N",
-                       help="lines (FASTA: records) per Parquet file (default: 16 x --batch-size, "
+                       help="lines (FASTA: records) per Parquet file (default: 4 x --batch-size, "
                        "1024)")
 
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if len(args.paths) != 3:
         parser.error(f"embed --ray takes MODEL INPUT OUTPUT_DIR; got {len(args.paths)} paths: "
                      f"{args.paths}")
-    if args.batch_size < 1 or (args.workers or 1) < 1 or (args.block_lines or 1) < 1:
+    if (args.batch_size or 1) < 1 or (args.workers or 1) < 1 or (args.block_lines or 1) < 1:
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
     if args.precision != "fp32":
         parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "

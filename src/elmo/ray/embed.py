@@ -33,9 +33,10 @@ class Embed:
 
     `threads`: torch CPU threads of this actor (Ray gives an actor OMP_NUM_THREADS=1).
     `model`, `tokenizer`, `quantize` ("int8"), `device`, `batch_size` (sentences per
-    forward pass) and `max_tokens` (padded tokens per forward pass; "auto": 4,096 on the CPU,
-    from the free memory on a GPU) are those of `Embedder.from_pretrained`; a model that
-    cannot be loaded fails the actor with the loader's message, which names it.
+    forward pass, default 256) and `max_tokens` (padded tokens per forward pass; "auto":
+    16,384 on the CPU, from the free memory on a GPU) are those of
+    `Embedder.from_pretrained`; a model that cannot be loaded fails the actor with the
+    loader's message, which names it.
     Proteins: `tokenizer="chars"` makes each residue of a sequence (no white space) one
     token, as `elmo embed` does for FASTA.
     """
@@ -50,7 +51,7 @@ class Embed:
         threads: int | None = None,
         column: str = "text",
         device: str | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         max_tokens: int | str = AUTO,
     ) -> None:
         settings = EmbedSettings(layers=layers, tokenizer=tokenizer, quantize=quantize,
