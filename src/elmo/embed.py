@@ -39,10 +39,11 @@ __all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "Embe
            "InputLine", "TokenVectorCache", "read_lines", "select_layers"]
 
 T = TypeVar("T")
-# Sentences a batch holds by default: 256 (each LSTM step multiplies more rows at once: 1.1-1.4x
-# the speed of 64 on a CPU, docs/speed.md); stateful, 64 as AllenNLP's (its batches change the
-# numbers). A chunk (regrouped by length together) holds CHUNK_BATCHES batches' worth: 1,024
-# sentences and 65,536 tokens by default, as 16 batches of 64 and 4,096 did before 2026-11-26.
+# Sentences a batch holds by default: 256 (each LSTM step multiplies more rows at once: fp32
+# 1.0-1.3x the speed of 64 on a CPU, docs/speed.md); stateful, 64 as AllenNLP's (its batches
+# change the numbers). A chunk (regrouped by length together) holds CHUNK_BATCHES batches'
+# worth: 1,024 sentences and 65,536 tokens by default, as 16 batches of 64 and 4,096 did before
+# 2026-11-26.
 BATCH_SIZE, STATEFUL_BATCH_SIZE = 256, 64
 CHUNK_BATCHES = 4
 
