@@ -106,6 +106,15 @@ def test_off_cuda_the_budget_is_16384_and_the_device_is_not_asked(monkeypatch):
     assert Embedder(random_bilm(), device="cpu", max_tokens=77).max_tokens == 77
 
 
+def test_default_batches_hold_256_sentences_and_64_when_stateful():
+    """Stateless batches of 256 (each LSTM step multiplies more rows at once); stateful ones
+    keep AllenNLP's 64, whose batches change the numbers; a number given is used."""
+    assert Embedder(random_bilm(), device="cpu").batch_size == 256
+    assert Embedder(random_bilm(), device="cpu", stateful=True).batch_size == 64
+    assert Embedder(random_bilm(), device="cpu", stateful=True, batch_size=8).batch_size == 8
+    assert Embedder(random_bilm(), device="cpu").chunk_size == 1024  # as 16 x 64 before
+
+
 @pytest.mark.parametrize("bad", [0, -5, "lots", 2.5, True])
 def test_max_tokens_other_than_auto_or_a_whole_number_is_refused(bad):
     with pytest.raises(ValueError, match="max_tokens must be 'auto' or a whole number >= 1"):
