@@ -113,6 +113,8 @@ def test_default_batches_hold_256_sentences_and_64_when_stateful():
     assert Embedder(random_bilm(), device="cpu", stateful=True).batch_size == 64
     assert Embedder(random_bilm(), device="cpu", stateful=True, batch_size=8).batch_size == 8
     assert Embedder(random_bilm(), device="cpu").chunk_size == 1024  # as 16 x 64 before
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        Embedder(random_bilm(), device="cpu", batch_size=0)
 
 
 @pytest.mark.parametrize("bad", [0, -5, "lots", 2.5, True])

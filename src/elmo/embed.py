@@ -143,7 +143,8 @@ class Embedder:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
                             "use Embedder.from_pretrained(name_or_directory)")
-        batch_size = batch_size or (STATEFUL_BATCH_SIZE if stateful else BATCH_SIZE)
+        if batch_size is None:
+            batch_size = STATEFUL_BATCH_SIZE if stateful else BATCH_SIZE
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         check_precision(precision)

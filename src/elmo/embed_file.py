@@ -131,10 +131,9 @@ class EmbedSettings:
     vector per sentence (the mean over its tokens of the chosen layers); `dtype` float32, or
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
     model's, else whitespace), `batch_size` (sentences per batch; None: the Embedder's
-    default), `max_tokens` (padded tokens
-    per batch, "auto" or a number), `device` (None: cuda if available), `quantize` (None or
-    "int8"), `precision` (fp32, tf32 or bf16) and `stateful` (the original's protocol), which
-    the Embedder checks when it is made.
+    default), `max_tokens` (padded tokens per batch, "auto" or a number), `device` (None: cuda
+    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16) and
+    `stateful` (the original's protocol), which the Embedder checks when it is made.
     """
 
     layers: str = "all"

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if len(args.paths) != 3:
         parser.error(f"embed --ray takes MODEL INPUT OUTPUT_DIR; got {len(args.paths)} paths: "
                      f"{args.paths}")
-    if (args.batch_size or 1) < 1 or (args.workers or 1) < 1 or (args.block_lines or 1) < 1:
+    if any(n is not None and n < 1 for n in (args.batch_size, args.workers, args.block_lines)):
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
     if args.precision != "fp32":
         parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "

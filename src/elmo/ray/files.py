@@ -218,7 +218,8 @@ def embed_files(
     if settings.pool is not None or settings.stateful or settings.precision != "fp32":
         raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
                          "pool, stateful and precision are not for it")
-    block_lines = block_lines or CHUNK_BATCHES * (settings.batch_size or BATCH_SIZE)
+    batch_size = BATCH_SIZE if settings.batch_size is None else settings.batch_size
+    block_lines = block_lines or CHUNK_BATCHES * batch_size
     if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
         raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
                          f"{block_lines}, {workers}")
