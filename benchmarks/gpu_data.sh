@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Copies what benchmarks/gpu_run.sh and cpu_isa_run.sh read into DIR (default .gpu-data, git-ignored): the lent
-# GPU machine cannot see ../shared. About 13 MB; name DIR in the device call's `carry`.
+# Copies what benchmarks/gpu_run.sh and cpu_isa_run.sh read into DIR (default .gpu-data,
+# git-ignored): the lent GPU machine cannot see ../shared. About 14 MB; name DIR in the device
+# call's `carry`.
 #   benchmarks/gpu_data.sh [DIR] [SHARED]
 set -euo pipefail
 dir=${1:-.gpu-data}

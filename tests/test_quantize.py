@@ -270,6 +270,9 @@ def test_int8_kernel_choice(monkeypatch):
     if not torch.cpu._is_vnni_supported():
         assert not quantize.INT8_KERNELS["onednn"].runs_here()  # its pair sums saturate
         assert chosen.saturating or chosen.name == "int_mm"
+    if quantize.INT8_KERNELS["int_mm"].runs_here():  # not where oneDNN is held to AVX2
+        monkeypatch.setenv(quantize.KERNEL_ENV, "int_mm")
+        assert quantize.choose_int8_kernel().name == "int_mm"
     use_exact_int8(monkeypatch)
     assert quantize.choose_int8_kernel().name == "exact"
     monkeypatch.setenv(quantize.KERNEL_ENV, "int4")

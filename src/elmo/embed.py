@@ -48,6 +48,13 @@ BATCH_SIZE, STATEFUL_BATCH_SIZE = 256, 64
 CHUNK_BATCHES = 4
 
 
+def batch_size_or_default(batch_size: int | None, stateful: bool = False) -> int:
+    """`batch_size` as given, or the default where it is None (stateful: AllenNLP's)."""
+    if batch_size is not None:
+        return batch_size
+    return STATEFUL_BATCH_SIZE if stateful else BATCH_SIZE
+
+
 def unpad(layers: torch.Tensor, lengths: Sequence[int]) -> list[np.ndarray]:
     """layers (L+1, B, T, D) on any device -> per sentence a contiguous float32 array
     (L+1, lengths[b], D). One gather on the device lays the sentences' blocks end to end and
@@ -143,8 +150,7 @@ class Embedder:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
                             "use Embedder.from_pretrained(name_or_directory)")
-        if batch_size is None:
-            batch_size = STATEFUL_BATCH_SIZE if stateful else BATCH_SIZE
+        batch_size = batch_size_or_default(batch_size, stateful)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         check_precision(precision)

@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
-from elmo.embed import BATCH_SIZE, CHUNK_BATCHES, Embedder, EmbedSettings
+from elmo.embed import CHUNK_BATCHES, Embedder, EmbedSettings, batch_size_or_default
 from elmo.embed_file import INPUT_FORMATS, check_choices, tell_resumed
 from elmo.errors import ElmoError, InputFileError
 from elmo.extras import import_extra
@@ -218,8 +218,7 @@ def embed_files(
     if settings.pool is not None or settings.stateful or settings.precision != "fp32":
         raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
                          "pool, stateful and precision are not for it")
-    batch_size = BATCH_SIZE if settings.batch_size is None else settings.batch_size
-    block_lines = block_lines or CHUNK_BATCHES * batch_size
+    block_lines = block_lines or CHUNK_BATCHES * batch_size_or_default(settings.batch_size)
     if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
         raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
                          f"{block_lines}, {workers}")
