@@ -101,17 +101,19 @@ def elmo_train(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("n_threads, prefetch", [(1, 0), (2, 3)],
-                         ids=["1-thread", "2-threads-prefetch-3"])
+# 200 lines are 3 batches of 64 x 20 an epoch: checkpoints every 3 steps end an epoch, every 4
+# they fall in its middle, with sentences carried over in the rows.
+@pytest.mark.parametrize("n_threads, prefetch, every", [(1, 0, 3), (2, 3, 4)],
+                         ids=["1-thread-epoch-ends", "2-threads-prefetch-3-mid-epoch"])
 def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads,
-                                                                           prefetch):
+                                                                           prefetch, every):
     """A run killed with SIGKILL (1) as soon as it has started, before any checkpoint, and
     (2) after a later checkpoint, re-run each time, ends with exactly the weights, optimizer
     state, RNG states and metrics of a run never interrupted (sampled softmax and dropout on,
     so the RNG states matter; checkpoints between two metrics lines). With `--prefetch`,
     batches read ahead when the run was killed are read again."""
     train, valid = write_corpus(tmp_path)
-    extra = [*BATCH, "--max-steps", "24", "--checkpoint-every", "6", "--eval-every", "10",
+    extra = [*BATCH, "--max-steps", "12", "--checkpoint-every", every, "--eval-every", "7",
              "--log-every", "5", "--softmax", "sampled", "--num-samples", "12"]
     killed, reference = tmp_path / "killed", tmp_path / "reference"
     args = train_args(train, valid, killed, *extra, "--prefetch", prefetch)
@@ -122,13 +124,15 @@ def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_p
 
     elmo_train(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
     assert checkpoint_step() == 0
-    elmo_train(args, n_threads, kill_when=lambda: checkpoint_step() >= 12)
-    assert 12 <= checkpoint_step() < 24
+    elmo_train(args, n_threads, kill_when=lambda: checkpoint_step() >= 2 * every)
+    assert 2 * every <= checkpoint_step() < 12
+    rows = read_checkpoint_meta(killed / CHECKPOINT_NAME)["ranks"][0]["stream"]["batcher"]["rows"]
+    assert any(rows) == (every == 4)  # sentences carried over in the rows, or an epoch's end
     with threads(n_threads):
         assert main(args) == 0  # the same command resumes and finishes
         assert main(train_args(train, valid, reference, *extra)) == 0
     resumed = run_files(killed)
-    assert resumed["meta"]["step"] == 24 and resumed["meta"]["finished"]
+    assert resumed["meta"]["step"] == 12 and resumed["meta"]["finished"]
     assert_identical(resumed, run_files(reference))
 
 
