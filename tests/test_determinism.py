@@ -10,10 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -29,7 +26,7 @@ from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
-from tests.conftest import REPO
+from tests.helpers.killing import killed_at
 from tests.helpers.training import assert_identical, run_files, train_args, write_corpus
 
 # Large enough batches that the parallel CPU kernels run: an index backward of at least
@@ -83,35 +80,18 @@ def test_two_runs_of_the_same_command_are_bitwise_identical(tmp_path, n_threads)
     assert_identical(run_files(tmp_path / "b"), run_files(tmp_path / "a"))
 
 
-def elmo_train(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -> None:
-    """`python -m elmo train ...` in a subprocess with `n_threads` torch threads, killed with
-    SIGKILL as soon as `kill_when()` is True (which must happen before the run ends)."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(n_threads),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while not kill_when():
-            assert proc.poll() is None, "the run ended before the moment to kill it"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
 # 200 lines are 3 batches of 64 x 20 an epoch: checkpoints every 3 steps end an epoch, every 4
 # they fall in its middle, with sentences carried over in the rows.
 @pytest.mark.parametrize("n_threads, prefetch, every", [(1, 0, 3), (2, 3, 4)],
                          ids=["1-thread-epoch-ends", "2-threads-prefetch-3-mid-epoch"])
 def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads,
                                                                            prefetch, every):
-    """A run killed with SIGKILL (1) as soon as it has started, before any checkpoint, and
-    (2) after a later checkpoint, re-run each time, ends with exactly the weights, optimizer
-    state, RNG states and metrics of a run never interrupted (sampled softmax and dropout on,
-    so the RNG states matter; checkpoints between two metrics lines). With `--prefetch`,
-    batches read ahead when the run was killed are read again."""
+    """A run killed with SIGKILL (1) before its first checkpoint, and (2) after its second,
+    re-run each time, ends with exactly the weights, optimizer state, RNG states and metrics
+    of a run never interrupted (sampled softmax and dropout on, so the RNG states matter;
+    checkpoints between two metrics lines). With `--prefetch`, batches read ahead when the
+    run was killed are read again. The kills are the run's own, just before it writes its
+    1st and its 3rd checkpoint (tests/helpers/killing.py)."""
     train, valid = write_corpus(tmp_path)
     extra = [*BATCH, "--max-steps", "12", "--checkpoint-every", every, "--eval-every", "7",
              "--log-every", "5", "--softmax", "sampled", "--num-samples", "12"]
@@ -122,10 +102,10 @@ def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_p
         path = killed / CHECKPOINT_NAME
         return read_checkpoint_meta(path)["step"] if path.exists() else 0
 
-    elmo_train(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
-    assert checkpoint_step() == 0
-    elmo_train(args, n_threads, kill_when=lambda: checkpoint_step() >= 2 * every)
-    assert 2 * every <= checkpoint_step() < 12
+    for n, step in ((1, 0), (3, 2 * every)):
+        assert killed_at("checkpoint", n, "elmo.cli:main", args, threads=n_threads) \
+            == -signal.SIGKILL
+        assert checkpoint_step() == step
     rows = read_checkpoint_meta(killed / CHECKPOINT_NAME)["ranks"][0]["stream"]["batcher"]["rows"]
     assert any(rows) == (every == 4)  # sentences carried over in the rows, or an epoch's end
     with threads(n_threads):
