@@ -238,8 +238,18 @@ def _lines(path: Path, root: Any, yaml: Any) -> dict[tuple[str, ...], int]:
 
 def _once(path: Path, key: Any, within: tuple[str, ...], lines: dict[tuple[str, ...], int],
           yaml: Any) -> tuple[str, ...] | None:
-    """Record a scalar key's line (not YAML's merge key `<<`); a repeated one is refused."""
-    if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+    """Record a key's line (not YAML's merge key `<<`); a repeated one is refused, and a
+    section's name that YAML does not read as a text (`5:`, `true:`, `null:`)."""
+    if key.tag == "tag:yaml.org,2002:merge":
+        return None
+    if not within and (not isinstance(key, yaml.ScalarNode)
+                       or key.tag != "tag:yaml.org,2002:str"):
+        shown = key.value if isinstance(key, yaml.ScalarNode) else "?"
+        raise ElmoError(f"{path}, line {key.start_mark.line + 1}: the stage name "
+                        f"{reprlib.repr(shown)} is not a text (YAML reads it as "
+                        f"{key.tag.rpartition(':')[2]}); a stage's name is its directory in "
+                        f"the prefix: write it in quotes ('{shown}':)")
+    if not isinstance(key, yaml.ScalarNode):
         return None
     place = (*within, key.value)
     if place in lines:
@@ -253,10 +263,9 @@ def _once(path: Path, key: Any, within: tuple[str, ...], lines: dict[tuple[str, 
 
 def _check_stage_name(name: Any, where: _Where) -> None:
     """A stage's name is its directory in the prefix: one plain name (module docstring)."""
-    if not isinstance(name, str):
-        raise ElmoError(f"{where(str(name))}: the stage name {name!r} is read as a "
-                        f"{type(name).__name__}, not a text; a stage's name is its directory's:"
-                        f" write it in quotes ('{name}':) or choose a name")
+    if not isinstance(name, str):  # a key merged in with `<<`
+        raise ElmoError(f"{where()}: the stage name {reprlib.repr(name)} is not a text; a "
+                        "stage's name is its directory in the prefix: write it in quotes")
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:
@@ -264,7 +273,7 @@ def _check_stage_name(name: Any, where: _Where) -> None:
     problem = (
         "is empty" if not name
         else "is not valid text" if size < 0
-        else "has a path separator ('/' or '\\')" if "/" in name or "\\" in name
+        else "has a path separator" if "/" in name or "\\" in name
         else "starts with '.'" if name.startswith(".")
         else "has a control character" if any(ord(c) < 32 or ord(c) == 127 for c in name)
         else "starts or ends with a space" if name != name.strip()
@@ -273,10 +282,9 @@ def _check_stage_name(name: Any, where: _Where) -> None:
         else None)
     if problem:
         raise ElmoError(f"{where(name)}: the stage name {reprlib.repr(name)} {problem}; a "
-                        "stage's name is its directory in the prefix, one plain name: no '/' "
-                        "or '\\', not starting with '.' (so not '.' or '..'), no control "
-                        f"character or edge space, at most {MAX_NAME_BYTES} bytes, none of "
-                        f"{', '.join(PREFIX_FILES)}")
+                        "stage's name is its directory in the prefix: one plain name (no '/' "
+                        "or '\\', not starting with '.', no control character or edge space, "
+                        f"at most {MAX_NAME_BYTES} bytes, not one of the prefix's own files)")
 
 
 def _section(data: dict[str, Any], name: str, where: _Where) -> dict[str, Any]:

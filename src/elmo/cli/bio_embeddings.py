@@ -54,4 +54,4 @@ def console_main() -> int:
     """The `bio_embeddings` console script: bio_embeddings' own command line."""
     from elmo.cli import main
 
-    return main([COMMAND, *sys.argv[1:]])
+    return main([COMMAND, *sys.argv[1:]], prog="bio_embeddings")
