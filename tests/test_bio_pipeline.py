@@ -142,6 +142,30 @@ def test_their_example_config_runs_unchanged(job, proteins, model_pair):
     assert whole["global"]["remapped_sequences_file"] == "my_job/remapped_sequences_file.fasta"
 
 
+def test_within_float32_rounding_of_seqvecembedder_with_trained_weights(tmp_path, monkeypatch):
+    """The bound docs/proteins.md states: a batch changes the order of the sums, so the
+    pipeline's vectors equal `SeqVecEmbedder.embed` up to float32 rounding, within 1e-5
+    absolute plus 1e-5 relative; here with trained weights (the shipped `default` model,
+    values up to about 4) on 24 DeepLoc proteins batched together."""
+    from elmo.loading.resolve import shipped_model_dir
+
+    records = read_fasta(require_shared("data", "proteins", "deeploc_test_set.fasta"))
+    proteins = list(itertools.islice((r for r in records if len(r.sequence) <= 400), 24))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fasta.fa").write_text("".join(f">{r.id}\n{r.sequence}\n" for r in proteins))
+    run_pipeline(_write_config(tmp_path, THEIR_EXAMPLE + "  model_directory: "
+                               f"{shipped_model_dir()}\n"), progress=False)
+    seqvec = SeqVecEmbedder("default", device="cpu")
+    embeddings = _read_h5(tmp_path / "my_job/seqvec_embeddings/embeddings_file.h5")
+    reduced = _read_h5(tmp_path / "my_job/seqvec_embeddings/reduced_embeddings_file.h5")
+    for record in proteins:
+        key = hashlib.md5(record.sequence.encode()).hexdigest()
+        expected = seqvec.embed(record.sequence)
+        np.testing.assert_allclose(embeddings[key][0], expected, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(reduced[key][0], SeqVecEmbedder.reduce_per_protein(expected),
+                                   atol=1e-5, rtol=1e-5)
+
+
 def test_simple_remapping_half_precision_and_discarded_residues(job, proteins):
     config = THEIR_EXAMPLE.replace("my_job", "my_job\n  simple_remapping: True") + MODEL + \
         "  half_precision: True\n  discard_per_amino_acid_embeddings: True\n" \
