@@ -412,3 +412,17 @@ def test_a_stage_not_written_by_the_pipeline_is_not_replaced_without_overwrite(j
     assert "tsne was not written by this pipeline: move it away, or pass --overwrite" in err
     assert (job / "my_job" / "tsne" / "notes.txt").read_text() == "mine"
     assert os.listdir(job / "my_job" / "emb")
+
+
+def test_a_kept_stage_after_a_changed_one_keeps_its_place(job, caplog):
+    """The prefix's output parameters list the stages in the config's order."""
+    yaml = pytest.importorskip("yaml")
+    second = EMBED.replace("emb:", "emb2:")
+    run_pipeline(_config(job, GLOBAL + EMBED + second), progress=False)
+    caplog.set_level("INFO", "elmo.bio")
+    run_pipeline(_config(job, GLOBAL + EMBED + "  half_precision: True\n" + second),
+                 progress=False)
+    assert "keeping the finished stages emb2" in caplog.text
+    assert "computing the stages emb anew" in caplog.text
+    whole = yaml.safe_load((job / "my_job" / "output_parameters_file.yml").read_text())
+    assert list(whole) == ["emb", "emb2", "global"]

@@ -69,13 +69,13 @@ def run_pipeline(config_path: str | Path, overwrite: bool = False, progress: boo
     prefix = config.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(prefix):
-        outputs = _claim_prefix(prefix, plans, overwrite)  # those of the stages kept
+        kept = _claim_prefix(prefix, plans, overwrite)  # the output parameters of each
         write_global_files(prefix, config.text, records, proteins)
         start = global_parameters(prefix, config.written_global, config.simple_remapping)
+        outputs: dict[str, dict[str, Any]] = {}
         for stage, plan in zip(config.stages, plans, strict=True):
-            if stage.name not in outputs:
-                outputs[stage.name] = _run_stage(stage, plan, prefix, start, outputs,
-                                                 proteins, progress)
+            outputs[stage.name] = kept[stage.name] if stage.name in kept else \
+                _run_stage(stage, plan, prefix, start, outputs, proteins, progress)
         write_parameters(prefix / OUTPUT_PARAMETERS,
                          {**outputs, "global": {**start, "elmo_version": __version__}})
     logger.info("finished: %s", prefix)
