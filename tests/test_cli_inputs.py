@@ -147,6 +147,15 @@ def test_existing_output_needs_overwrite(tmp_path, model_dir, capsys):
     assert "already exist" in capsys.readouterr().err
 
 
+def test_export_says_which_format_it_wrote_and_why(tmp_path, model_dir, capsys):
+    assert _run("export", model_dir, tmp_path / "m3") == 0  # no .onnx: bilm-tf, said so
+    assert capsys.readouterr().err.startswith(
+        "wrote bilm-tf (the default for an OUTDIR not ending in .onnx; --format native or onnx "
+        f"for another): {tmp_path / 'm3' / 'options.json'}, ")
+    assert _run("export", model_dir, tmp_path / "m4", "--format", "native") == 0
+    assert capsys.readouterr().err.startswith(f"wrote native: {tmp_path / 'm4'}")
+
+
 def test_unwritable_output_directory_is_a_message(tmp_path, model_dir, capsys, monkeypatch):
     src = _write(tmp_path / "in.txt", LINES)
     (tmp_path / "ro").mkdir()

@@ -188,8 +188,11 @@ def test_export_refuses_an_int8_model_and_an_unknown_layer(tmp_path):
 def test_elmo_export_writes_onnx_by_suffix_or_format(tmp_path, capsys):
     assert main(["export", "default", str(tmp_path / "d.onnx"), "--layers", "average"]) == 0
     assert [o.name for o in onnx.load(tmp_path / "d.onnx").graph.output] == ["embeddings"]
+    assert capsys.readouterr().err == (f"wrote onnx (OUTDIR ends in .onnx; --format bilm-tf or "
+                                       f"native for another): {tmp_path / 'd.onnx'}\n")
     assert main(["export", "default", str(tmp_path / "out"), "--format", "onnx"]) == 0
     assert (tmp_path / "out" / "model.onnx").is_file()
+    assert capsys.readouterr().err == f"wrote onnx: {tmp_path / 'out' / 'model.onnx'}\n"
     assert main(["export", "default", str(tmp_path / "d.onnx")]) == 1
     assert "already exists" in capsys.readouterr().err
     with pytest.raises(SystemExit):
