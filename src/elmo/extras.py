@@ -44,7 +44,8 @@ class MissingExtraError(ElmoError, ImportError):
 def import_extra(module: str, purpose: str) -> ModuleType:
     """Import `module`, or raise MissingExtraError: naming the package `purpose` needs when it
     is absent, or the installed package and its error when it fails for another reason (a
-    package it needs missing, a version conflict)."""
+    package it needs missing, a version conflict): the first line of its message, the whole
+    error chained."""
     try:
         return importlib.import_module(module)
     except ImportError as err:
@@ -53,7 +54,8 @@ def import_extra(module: str, purpose: str) -> ModuleType:
         if not _is_absent(err, module):
             raise MissingExtraError(
                 f"{purpose} needs {package}, which is installed{_version(package)} but "
-                f"failed to import: {type(err).__name__}{_raised_in(err)}: {err} (make the "
+                f"failed to import: {type(err).__name__}{_raised_in(err)}: "
+                f"{str(err).splitlines()[0]} (make the "
                 "installed versions agree, or install it in a virtual environment of its "
                 "own)") from err
         hint = f"pip install '{DISTRIBUTION}[{extra}]' (or pip install {package})" if extra \
