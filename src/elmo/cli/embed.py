@@ -134,8 +134,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         layers=args.layers, pool=args.pool, dtype=args.dtype, tokenizer=args.tokenizer,
         batch_size=args.batch_size, max_tokens=args.max_tokens, device=args.device,
         quantize=args.quantize, precision=args.precision, stateful=args.stateful,
-        cuda_graphs=args.cuda_graphs, format=args.format, encoding_errors=args.encoding_errors, num_shards=args.num_shards,
-        shard_index=shard_index, overwrite=args.overwrite,
+        cuda_graphs=args.cuda_graphs, format=args.format, encoding_errors=args.encoding_errors,
+        num_shards=args.num_shards, shard_index=shard_index, overwrite=args.overwrite,
         forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
         fasta_keys=args.fasta_keys, progress=not args.quiet)
     embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())
