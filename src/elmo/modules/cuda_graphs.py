@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 # Whether stateless CUDA inference replays graphs when not told: no. Eager was as fast or
 # faster in every embedding run measured (docs/speed.md, "On a GPU"; H200, torch 2.11.0+cu130,
 # `original` at 16,384-token batches: TF32 178,000 tokens/s eager against 152,000 with graphs,
-# bf16 200,000 against 152,000; on a second H200 equal to 10% slower; a first pass in TF32
-# with graphs, which captures them, 2.4-3x slower).
+# bf16 200,000 against 152,000; on a second H200 up to 10% slower; a first pass in TF32 with
+# graphs, which captures them, 2.4-3x slower).
 CUDA_GRAPHS = False
 MAX_GRAPHS = 32
 MAX_STATIC_BYTES = 2 * 2**30  # the graphs' static inputs and outputs, all together
