@@ -163,7 +163,7 @@ class Embedder:
         if cuda_graphs and stateful:
             raise ElmoError("CUDA graphs run stateless inference only: stateful mode carries "
                             "each row's LSTM state from batch to batch, eagerly; drop "
-                            "--cuda-graphs (cuda_graphs=True) or --stateful")
+                            "--cuda-graphs (cuda_graphs=True) or --stateful (stateful=True)")
         self.tokenizer, self.precision = tokenizer, precision
         # None: cuda if available, else cpu; int8 runs on the cpu.
         quantization = quantize or model.quantization
