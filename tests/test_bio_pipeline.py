@@ -385,7 +385,7 @@ def test_killed_anywhere_the_rerun_gives_the_same_files(job, never_killed, kills
 
 
 def test_the_bio_embeddings_command(job, monkeypatch):
-    from elmo.cli.bio_embeddings import console_main
+    from elmo.__main__ import bio_embeddings as console_main
 
     _write_config(job, THEIR_EXAMPLE + MODEL)
     monkeypatch.setattr(sys, "argv", ["bio_embeddings", "config.yml", "--quiet"])

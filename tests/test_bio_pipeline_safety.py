@@ -253,7 +253,7 @@ def test_a_typod_option_names_the_nearest(job):
 
 
 def test_the_bio_embeddings_command_is_named_so(monkeypatch, capsys):
-    from elmo.cli.bio_embeddings import console_main
+    from elmo.__main__ import bio_embeddings as console_main
 
     monkeypatch.setattr(sys, "argv", ["bio_embeddings", "--help"])
     with pytest.raises(SystemExit) as exit_:

@@ -102,6 +102,13 @@ def test_a_wrong_layer_choice_is_named(layers, message):
         elmo_pipeline(layers=layers)
 
 
+def test_cuda_without_cuda_names_the_config_key(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ElmoError) as caught:
+        elmo_pipeline(device="cuda")
+    assert str(caught.value).endswith('CUDA is not available; use config={"device": "cpu"}')
+
+
 def test_a_doc_without_tokens():
     doc = elmo_pipeline()("")
     assert doc.tensor.shape == (0, 256) and not doc.vector.any()

@@ -52,7 +52,7 @@ OUTPUT_DTYPES = ("float32", "float16")
 INPUT_FORMATS = ("text", "fasta")
 # The fields of EmbedSettings that the Embedder takes (the others say what is kept).
 EMBEDDER_SETTINGS = ("tokenizer", "batch_size", "max_tokens", "device", "quantize", "precision",
-                     "stateful")
+                     "stateful", "cuda_graphs")
 
 T = TypeVar("T")
 
@@ -132,8 +132,9 @@ class EmbedSettings:
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
     model's, else whitespace), `batch_size` (sentences per batch; None: the Embedder's
     default), `max_tokens` (padded tokens per batch, "auto" or a number), `device` (None: cuda
-    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16) and
-    `stateful` (the original's protocol), which the Embedder checks when it is made.
+    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16),
+    `stateful` (the original's protocol) and `cuda_graphs` (None: the model's, off unless set),
+    which the Embedder checks when it is made.
     """
 
     layers: str = "all"
@@ -146,6 +147,7 @@ class EmbedSettings:
     quantize: str | None = None
     precision: str = "fp32"
     stateful: bool = False
+    cuda_graphs: bool | None = None
 
     def __post_init__(self) -> None:
         check_choices(("layers", self.layers, LAYER_MODES),

@@ -50,6 +50,15 @@ def flair_model(model: str) -> str:
     return FLAIR_NAMES.get(model, model)
 
 
+# flair saves an embedding's registered name with a model and, loading it, looks that name up in
+# the classes registered so far: it has no plugin mechanism (such as entry points) to find a
+# class whose module was not imported. Registered under this module's path, the class's name
+# in a saved model, and so in the KeyError of flair's `load` without `import elmo.flair`, says
+# what to import; "ELMoEmbeddings", its name until then, still loads the models saved under it.
+SAVED_NAME = "elmo.flair.ELMoEmbeddings"
+
+
+@flair_embeddings.register_embeddings(SAVED_NAME)  # the name saved models now hold
 @flair_embeddings.register_embeddings
 class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
     """ELMo token embeddings for flair. `model`: flair's name of a released model ("small",

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from elmo.analysis.layer_weights import read_layer_weights
+from elmo.device import resolve_device
 from elmo.embed import Embedder, select_layers
 from elmo.embed_file import layers_side_by_side
 from elmo.errors import ElmoError
@@ -62,6 +63,8 @@ class ElmoPipe:
     def __init__(self, name: str, model: str, layers: str | int, device: str | None,
                  batch_size: int) -> None:
         self.name, self.batch_size = name, batch_size
+        # resolved here, so that an error names the pipe's config key, not the command's flag
+        device = resolve_device(device, cpu_setting='config={"device": "cpu"}')
         self.embedder = Embedder.from_pretrained(model, device=device, batch_size=batch_size)
         self.mix = layer_mix(layers, self.embedder.model.num_layers)
 

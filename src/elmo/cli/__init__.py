@@ -75,7 +75,7 @@ def _actions_of(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted).
+    """The command: returns the process exit status (0 ok, 1 user error, 130 interrupted).
     A reader of stdout that leaves early (`elmo info | head -3`) ends the command quietly
     with status 1, as Python's docs recommend for SIGPIPE. `prog`: the name of a command
     run as a program of its own (`bio_embeddings`; argv[0] names the command), which its
@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         # what is still buffered goes nowhere, and the flush at exit raises nothing again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:  # outside the command's run: parsing, flushing
+        print("elmo: interrupted", file=sys.stderr)
+        return 130
 
 
 def _main(argv: Sequence[str] | None, prog: str | None) -> int:

@@ -51,9 +51,3 @@ def _log_to_stderr(*names: str) -> None:
             handler.elmo_cli = True
             logger.addHandler(handler)
 
-
-def console_main() -> int:
-    """The `bio_embeddings` console script: bio_embeddings' own command line."""
-    from elmo.cli import main
-
-    return main([COMMAND, *sys.argv[1:]], prog="bio_embeddings")

@@ -83,6 +83,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help="fp32 (TF32 off); tf32: CUDA products in TF32; bf16: bfloat16 autocast. "
                    "On a GPU tf32 and bf16 are 1.4-1.8x faster for large models, within "
                    "~4e-4 and ~4e-3 (relative) of fp32 (docs/speed.md). Default: fp32")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay CUDA graphs of the LSTM for batches of at most 8,192 padded "
+                   "positions (stateless, on CUDA; no effect on the CPU). Default: off, eager "
+                   "was as fast or faster in every run measured (docs/speed.md)")
     p.add_argument("--stateful", action="store_true",
                    help="the original's protocol: file order, batches of --batch-size, "
                    "LSTM state carried per batch row (reproduces its numbers)")
@@ -130,8 +134,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         layers=args.layers, pool=args.pool, dtype=args.dtype, tokenizer=args.tokenizer,
         batch_size=args.batch_size, max_tokens=args.max_tokens, device=args.device,
         quantize=args.quantize, precision=args.precision, stateful=args.stateful,
-        format=args.format, encoding_errors=args.encoding_errors, num_shards=args.num_shards,
-        shard_index=shard_index, overwrite=args.overwrite,
+        cuda_graphs=args.cuda_graphs, format=args.format, encoding_errors=args.encoding_errors,
+        num_shards=args.num_shards, shard_index=shard_index, overwrite=args.overwrite,
         forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
         fasta_keys=args.fasta_keys, progress=not args.quiet)
     embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 ONNX_NAME = "model.onnx"  # written into OUTDIR when it does not end in .onnx
@@ -20,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(batch, tokens, 2P) tensor: the top layer, their average or sum, or layer N")
 
 
-def run(args: argparse.Namespace) -> int:
+def write(args: argparse.Namespace) -> Path:
+    """Write the graph; returns its path."""
     from elmo.onnx import export_onnx  # only here: the onnx extra may not be installed
 
     path = Path(args.out_dir)
@@ -28,5 +28,4 @@ def run(args: argparse.Namespace) -> int:
         path = path / ONNX_NAME
     layers = int(args.layers) if args.layers.isdigit() else args.layers
     export_onnx(args.model, path, layers=layers, overwrite=args.overwrite)
-    print(f"wrote {path}", file=sys.stderr)
-    return 0
+    return path
