@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from elmo import layer_choice
+from elmo.layer_choice import LayerChoiceError, parse_layer_choice
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
@@ -33,6 +35,23 @@ def add_tokenizer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
                    help="how lines become tokens (default: the one MODEL was trained with, "
                    "recorded in its run.json by `elmo train`; else whitespace)")
+
+
+def add_layers(p: argparse._ActionsContainer, what: str) -> None:
+    """--layers, a layer choice (`elmo.layer_choice`; default all), checked as it is parsed;
+    `what`: what it decides."""
+    p.add_argument("--layers", type=_layer_choice, default="all",
+                   metavar="|".join(kind.form for kind in layer_choice.LAYER_CHOICES),
+                   help=f"{what}: {layer_choice.forms_help()}. Default: all")
+
+
+def _layer_choice(text: str) -> str:
+    """`text` once a layer choice accepts it (argparse prints the message with the option)."""
+    try:
+        parse_layer_choice(text)
+    except LayerChoiceError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def add_quantize(p: argparse.ArgumentParser) -> None:

@@ -86,12 +86,8 @@ class TaskConfig:
             if getattr(self, name) not in allowed:
                 raise ElmoError(f"--{name.replace('_', '-')} must be one of "
                                 f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
-        if self.elmo_mix.startswith("layer:"):  # K's bound is checked when the biLM loads
-            if not self.elmo_mix.removeprefix("layer:").isdigit():
-                raise ElmoError(f"--elmo-mix {self.elmo_mix}: layer:K needs a whole number "
-                                "K >= 0 (0: the context-free token layer)")
-        else:
-            parse_mode(self.elmo_mix, mixture_size=1)  # a ValueError naming a bad mode
+        parse_mode(self.elmo_mix, mixture_size=None)  # a ValueError naming a bad mode (K's
+        # bound is checked when the biLM loads)
         kind = TASKS[self.task]
         if self.format not in kind.formats:
             raise ElmoError(f"--task {self.task} reads --format {' or '.join(kind.formats)}, "
