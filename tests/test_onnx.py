@@ -19,8 +19,8 @@ import torch
 from elmo import Embedder, load_bilm_tf, load_model
 from elmo.cli import main
 from elmo.config import BiLMConfig
-from elmo.layer_choice import select_layers
 from elmo.errors import ElmoError
+from elmo.layer_choice import select_layers
 from elmo.modules.bilm import BiLM
 from elmo.onnx import export_onnx, onnx_inputs
 from elmo.onnx.graph import bilm_graph

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -185,7 +185,7 @@ class LearnedMix(LayerChoice):
 
     form, help = "RUN", f"the mix a task run learned, (n, D): its {WEIGHTS_FILE} or directory"
     weights: tuple[float, ...] = ()
-    source: str = ""
+    source: str = field(default="", compare=False)  # where the weights were read
 
     @classmethod
     def parse(cls, spelling: str | int) -> LayerChoice | None:
