@@ -119,7 +119,7 @@ class SpanTask(TaskType):
     F1 (and exact match). Its labels record whether training had unanswerable questions."""
 
     name, model, model_config = "span", SpanModel, SpanConfig
-    formats, metrics = ("squad",), ("squad-f1",)
+    example, metrics = SquadQuestion, ("squad-f1",)
 
     def labels(self, examples: Sequence[SquadQuestion]) -> list[str]:
         return [ANSWER, NO_ANSWER] if any(q.impossible for q in examples) else [ANSWER]
