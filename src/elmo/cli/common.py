@@ -9,7 +9,7 @@ from elmo.layer_choice import LayerChoiceError, parse_layer_choice
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS, tokenizers_described
 
 MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
               "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
@@ -32,9 +32,10 @@ def add_overwrite(p: argparse.ArgumentParser) -> None:
 
 
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
-                   help="how lines become tokens (default: the one MODEL was trained with, "
-                   "recorded in its run.json by `elmo train`; else whitespace)")
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None,
+                   help=f"how lines become tokens ({tokenizers_described()}; default: the one "
+                   "MODEL was trained with, recorded in its run.json by `elmo train`; else "
+                   "whitespace)")
 
 
 def add_layers(p: argparse._ActionsContainer, what: str) -> None:

@@ -19,7 +19,7 @@ from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import FORMATS, SCHEMES, format_of_name, formats_help
 from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
 from elmo.tasks.registry import TASKS
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 
 # the defaults of TaskConfig's optional fields, for the options and their help
 DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(TaskConfig)})
@@ -63,7 +63,7 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
-    group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
+    group.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
                        help="label-text and tsv sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
