@@ -150,7 +150,7 @@ class LayersSideBySide(LayerChoice):
 class OneLayer(LayerChoice):
     """Layer K: an int, a string of digits, or ScalarMix's "layer:K"."""
 
-    form, help, fixed_mix = "N", "layer N alone, (n, D); 0 is the context-free token layer", True
+    form, help, fixed_mix = "N", "layer N alone (0: the token layer), (n, D)", True
     layer: int = 0
 
     @classmethod
