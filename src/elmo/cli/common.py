@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from elmo import layer_choice
-from elmo.layer_choice import LayerChoiceError, parse_layer_choice
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
@@ -49,8 +48,8 @@ def add_layers(p: argparse._ActionsContainer, what: str) -> None:
 def _layer_choice(text: str) -> str:
     """`text` once a layer choice accepts it (argparse prints the message with the option)."""
     try:
-        parse_layer_choice(text)
-    except LayerChoiceError as err:
+        layer_choice.parse_layer_choice(text)
+    except layer_choice.LayerChoiceError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
