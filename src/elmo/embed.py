@@ -130,7 +130,7 @@ class Embedder:
     (docs/speed.md). `precision`: "fp32" (the default; no TF32), "tf32" (CUDA products in
     TF32) or "bf16" (autocast): on a GPU 1.4-1.8x fp32's speed for `original`, within ~4e-4
     (TF32) and ~4e-3 (bf16) relative to it (docs/speed.md, "On a GPU").
-    `tokenizer` (a name from `elmo.TOKENIZER_NAMES` or a callable) splits the lines of the
+    `tokenizer` (a key of `elmo.tokenize.TOKENIZERS` or a callable) splits the lines of the
     files given to `embed_file`; sentences given directly are already lists of tokens.
     """
 
