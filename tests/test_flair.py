@@ -86,7 +86,7 @@ def test_a_flair_model_we_do_not_have_is_named(model):
 
 def test_an_unknown_embedding_mode_is_refused():
     with pytest.raises(ElmoError, match="embedding_mode must be one of all, top, average"):
-        ELMoEmbeddings("default", embedding_mode="sum")
+        ELMoEmbeddings("default", embedding_mode="middle")
 
 
 def small_tagger() -> SequenceTagger:

@@ -17,7 +17,7 @@ SRC = TESTS.parent / "src" / "elmo"
 # The library's floors, lowest first. Two names on one floor may not import each other.
 LIBRARY = [
     {"errors"},
-    {"extras", "device", "config"},
+    {"extras", "device", "config", "layer_choice"},
     {"chars", "tokenize", "io", "memory"},
     {"vocab", "modules", "runs"},
     {"loading", "embed_file"},

@@ -19,8 +19,8 @@ import torch
 from elmo import Embedder, load_bilm_tf, load_model
 from elmo.cli import main
 from elmo.config import BiLMConfig
-from elmo.embed_file import select_layers
 from elmo.errors import ElmoError
+from elmo.layer_choice import select_layers
 from elmo.modules.bilm import BiLM
 from elmo.onnx import export_onnx, onnx_inputs
 from elmo.onnx.graph import bilm_graph
@@ -178,8 +178,10 @@ def test_export_writes_a_file_and_refuses_to_replace_it(tmp_path):
 
 
 def test_export_refuses_an_int8_model_and_an_unknown_layer(tmp_path):
-    with pytest.raises(ElmoError, match="layers must be one of"):
+    with pytest.raises(ElmoError, match="the model has layers 0 to 2"):
         export_onnx(random_bilm(), tmp_path / "m.onnx", layers=3)
+    with pytest.raises(ElmoError, match="layers must be one of"):
+        export_onnx(random_bilm(), tmp_path / "m.onnx", layers="middle")
     with pytest.raises(ElmoError, match="quantized"):
         export_onnx(random_bilm().quantize_("int8"), tmp_path / "m.onnx")
     assert not list(tmp_path.iterdir())

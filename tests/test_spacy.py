@@ -96,7 +96,7 @@ def test_a_learned_mix_weighs_the_layers(tmp_path, embedder):
 
 
 @pytest.mark.parametrize("layers, message", [(3, "layers 0 to 2"),
-                                             ("middle", "neither average, top, all")])
+                                             ("middle", "layers must be one of all, top")])
 def test_a_wrong_layer_choice_is_named(layers, message):
     with pytest.raises(ElmoError, match=message):
         elmo_pipeline(layers=layers)

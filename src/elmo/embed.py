@@ -1,7 +1,8 @@
 """Embedder: tokenized sentences -> numpy layer representations.
 
 Files are the job of `elmo.embed_file` (text or FASTA -> HDF5, resumable), which
-`Embedder.embed_file` calls; its reader and layer choice are importable from here too.
+`Embedder.embed_file` calls; its reader and the layer choices (`elmo.layer_choice`) are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from elmo.chars import check_sentences, check_tokens
 from elmo.device import check_precision, computing_in, resolve_device
 from elmo.embed_file import (
     EMBEDDER_SETTINGS,
-    LAYER_MODES,
     OUTPUT_DTYPES,
     EmbedFileOptions,
     EmbedSettings,
     InputLine,
     read_lines,
-    select_layers,
 )
 from elmo.errors import ElmoError
+from elmo.layer_choice import select_layers
 from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles
 from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
@@ -36,8 +36,8 @@ from elmo.modules.elmo import contextualize_words
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer
 
-__all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "EmbedSettings",
-           "InputLine", "TokenVectorCache", "read_lines", "select_layers"]
+__all__ = ["OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "EmbedSettings", "InputLine",
+           "TokenVectorCache", "read_lines", "select_layers"]
 
 T = TypeVar("T")
 # Sentences a batch holds by default: 256 (each LSTM step multiplies more rows at once: fp32
@@ -135,7 +135,7 @@ class Embedder:
     positions (stateless, on CUDA; no effect on the CPU), False runs eagerly, None keeps the
     model's `cuda_graphs` (off unless set: eager was as fast or faster in every run measured,
     docs/speed.md).
-    `tokenizer` (a name from `elmo.TOKENIZER_NAMES` or a callable) splits the lines of the
+    `tokenizer` (a key of `elmo.tokenize.TOKENIZERS` or a callable) splits the lines of the
     files given to `embed_file`; sentences given directly are already lists of tokens.
     """
 
@@ -350,5 +350,6 @@ class Embedder:
         if made:
             raise TypeError(f"{', '.join(made)}: the Embedder's settings, given when it is "
                             "made, not to embed_file")
-        return file_job.embed_file(self, input_path, output_path,
-                                   options or EmbedFileOptions(**kwargs))
+        options = options or EmbedFileOptions(**kwargs)
+        options.layer_choice.check(self.model.num_layers)
+        return file_job.embed_file(self, input_path, output_path, options)

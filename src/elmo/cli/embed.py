@@ -8,6 +8,7 @@ import os
 from elmo.cli import embed_ray
 from elmo.cli.common import (
     MODEL_HELP,
+    add_layers,
     add_official_pair,
     add_overwrite,
     add_quantize,
@@ -15,7 +16,7 @@ from elmo.cli.common import (
     model_files,
 )
 from elmo.device import PRECISIONS
-from elmo.embed import BATCH_SIZE, LAYER_MODES, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
+from elmo.embed import BATCH_SIZE, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
 from elmo.embed_file import INPUT_FORMATS, POOL_MODES, EmbedFileOptions
 from elmo.io.fasta import FASTA_KEYS
 from elmo.io.textfile import ENCODING_ERRORS
@@ -47,9 +48,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
     add_official_pair(p)
     layers = p.add_mutually_exclusive_group()
-    layers.add_argument("--layers", choices=LAYER_MODES, default="all",
-                        help="all: (L+1, n, 2P) per line; top, average or sum (SeqVec's "
-                        "per-residue vectors): (n, 2P). Default: all")
+    add_layers(layers, "what each line's dataset keeps of its layers (D = 2P)")
     for mode in ("all", "top", "average"):
         layers.add_argument(f"--{mode}", dest="layers", action="store_const", const=mode,
                             help=f"--layers {mode}")

@@ -25,7 +25,8 @@ from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
 
 from elmo import __version__
-from elmo.embed import Embedder, EmbedSettings, select_layers
+from elmo.embed import Embedder, EmbedSettings
+from elmo.layer_choice import parse_layer_choice
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
@@ -105,6 +106,7 @@ class Service:
         its dictionary then), then open the queue."""
         try:
             embedder = await asyncio.to_thread(self.load)
+            self.settings.layer_choice.check(embedder.model.num_layers)
             tokenize = embedder.tokenizer if callable(embedder.tokenizer) \
                 else get_tokenizer(embedder.tokenizer)
             tokens = await asyncio.to_thread(tokenize, "warm up .")
@@ -261,7 +263,8 @@ def _error(request: Request, status: int, message: str, error_type: str) -> Resp
 
 def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
     """One vector (2P,) per sentence: the mean over its tokens of `mode`'s layer."""
-    vectors = [select_layers(a, mode).mean(axis=0) for a in layers]
+    choice = parse_layer_choice(mode)
+    vectors = [choice.numpy(a).mean(axis=0) for a in layers]
     if normalize:
         vectors = [v / max(float(np.linalg.norm(v)), 1e-12) for v in vectors]
     return vectors
@@ -302,8 +305,9 @@ async def embed_all(body: EmbedAllRequest, request: Request, service: AppService
     `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
     named by its index."""
     sentences = service.sentences(body.inputs, "inputs", tei=body)
-    mode = body.layers or service.settings.layers
-    arrays = [np.ascontiguousarray(select_layers(a, mode))
+    mode = body.layers or str(service.settings.layers)
+    choice = parse_layer_choice(body.layers) if body.layers else service.settings.layer_choice
+    arrays = [np.ascontiguousarray(choice.numpy(a))
               for a in await service.embed(request, sentences)]
     if BINARY in request.headers.get("accept", ""):
         tensors = {str(i): a for i, a in enumerate(arrays)}

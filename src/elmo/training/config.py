@@ -14,7 +14,7 @@ from elmo.config import check_fields
 from elmo.device import PRECISIONS
 from elmo.errors import raise_failed
 from elmo.modules.language_model import SOFTMAX_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "slanted-triangular")
@@ -94,7 +94,7 @@ class TrainConfig:
             (bool(self.train), "at least one training file is needed"),
             (self.preset is None or self.init_from is None,
              "give a preset or a model to continue from (--init-from), not both"),
-            (self.tokenizer in TOKENIZER_NAMES, f"tokenizer must be one of {TOKENIZER_NAMES}"),
+            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {tuple(TOKENIZERS)}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision is None or self.precision in PRECISIONS,
              f"precision must be one of {PRECISIONS}"),
