@@ -22,7 +22,7 @@ from elmo.cli import main
 from elmo.config import MAX_PARAMETERS, PRESETS, BiLMConfig
 from elmo.errors import ElmoError, ModelFileError
 from elmo.loading.formats.efml import load_efml
-from elmo.loading.formats.untrusted import MAX_CONFIG_BYTES
+from elmo.loading.formats.untrusted import MAX_CONFIG_BYTES, MAX_VOCABULARY_BYTES
 from elmo.modules.bilm import BiLM
 from elmo.simple_elmo import ElmoModel
 from tests.conftest import random_bilm
@@ -276,12 +276,14 @@ def test_the_parameter_count_is_the_built_models():
                        filters=((1, 4), (2, 4)), lstm_dim=16, projection_dim=8)
     assert vocab.n_parameters == sum(p.numel() for p in BiLM(vocab).parameters())
     assert PRESETS["original"].n_parameters * 10 < MAX_PARAMETERS + 10**8
+    numpy_sized = BiLMConfig.preset("tiny", lstm_dim=np.int64(32))  # as sizes read off arrays
+    assert type(numpy_sized.lstm_dim) is int and numpy_sized.lstm_dim == 32
 
 
 BAD_FIELDS = [
     ("lstm_dim", 1e6, "lstm_dim must be an integer, got 1000000.0 (float)"),
     ("lstm_dim", "1024", "lstm_dim must be an integer, got '1024' (str)"),
-    ("lstm_dim", 10**12, "parameters, more than the 1,000,000,000 a biLM may have"),
+    ("lstm_dim", 10**12, "more than the 1,000,000,000 a biLM may have"),
     ("n_layers", -2, "n_layers must be between 1 and 64, got -2"),
     ("n_layers", True, "n_layers must be an integer, got True (bool)"),
     ("max_characters_per_token", 5000, "max_characters_per_token must be between 3 and 1024"),
@@ -305,7 +307,7 @@ def test_a_native_config_is_checked_before_any_tensor_is_built(tmp_path, field, 
 
 @pytest.mark.parametrize(("key", "value", "said"), [
     (("lstm", "dim"), 1e6, "lstm.dim must be an integer, got 1000000.0 (float)"),
-    (("lstm", "dim"), 10**12, "parameters, more than the 1,000,000,000"),
+    (("lstm", "dim"), 10**12, "more than the 1,000,000,000 a biLM may have"),
     (("lstm", "n_layers"), -1, "lstm.n_layers must be between 1 and 64"),
     (("char_cnn", "max_characters_per_token"), 5000,
      "char_cnn.max_characters_per_token must be between 3 and 1024"),
@@ -330,7 +332,7 @@ def test_an_efml_network_config_is_checked_naming_its_key(tmp_path):
     network = json.loads(json.dumps(NETWORK))
     network["encoder"]["dim"] = 10**12
     (model / "net.json").write_text(json.dumps(network))
-    with pytest.raises(ModelFileError, match="parameters, more than"):
+    with pytest.raises(ModelFileError, match=r"parameters \(lstm_dim 1000000000000, .*more than"):
         load_efml(model)
     network["encoder"]["dim"] = "16"
     (model / "net.json").write_text(json.dumps(network))
@@ -357,12 +359,20 @@ def test_configs_nested_100000_deep_get_one_line(tmp_path, capsys, layout):
     assert f"{config} nests JSON arrays or objects too deeply" in err
 
 
-def test_a_config_file_larger_than_any_config_is_refused_unread(tmp_path):
-    options, _ = bilm_tf_pair(tmp_path / "m")
-    with options.open("ab") as f:
-        f.truncate(MAX_CONFIG_BYTES + 1)  # sparse: nothing written
-    with pytest.raises(ModelFileError, match=rf"is {MAX_CONFIG_BYTES + 1:,} bytes, more than"):
-        load_model(options.parent)
+@pytest.mark.parametrize(("layout", "limit"), [("bilm-tf", MAX_CONFIG_BYTES),
+                                               ("native", MAX_VOCABULARY_BYTES),
+                                               ("efml", MAX_VOCABULARY_BYTES)])
+def test_a_config_or_vocabulary_larger_than_any_is_refused_unread(tmp_path, layout, limit):
+    if layout == "bilm-tf":
+        path = bilm_tf_pair(tmp_path / "m")[0]
+    elif layout == "native":
+        path = save_pretrained(random_bilm(), tmp_path / "m") / "config.json"
+    else:
+        path = write_efml_dir(tmp_path / "m") / "word.dic"
+    with path.open("ab") as f:
+        f.truncate(limit + 1)  # sparse: nothing written
+    with pytest.raises(ModelFileError, match=rf"{path.name} is {limit + 1:,} bytes, more than"):
+        load_model(path.parent)
 
 
 # ---- files named by a config --------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,19 +41,21 @@ class ConfigFieldError(ValueError):
 
 
 def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
-    """`value`, an integer (not a bool, float or string) in [low, high]; else the error."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """`value` as an int, when it is an integer (not a bool, float or string; numpy's
+    integers are) in [low, high]; else the error."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigFieldError(name, f"must be an integer, got {value!r} "
                                      f"({type(value).__name__})")
     if value < low or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
         raise ConfigFieldError(name, f"must be {bounds}, got {value}")
-    return value
+    return int(value)
 
 
 def _number(name: str, value: Any, low: float, below: float | None = None) -> float:
-    """`value`, a finite int or float (not a bool) >= low (and < below)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """`value`, a finite real number (not a bool) >= low (and < below)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value):
         raise ConfigFieldError(name, f"must be a finite number, got {value!r}")
     if value < low or (below is not None and value >= below):
         bounds = f">= {low}" if below is None else f"in [{low}, {below})"
@@ -121,9 +124,10 @@ class BiLMConfig:
         self._check_token_encoder()
         if self.n_parameters > MAX_PARAMETERS:
             raise ConfigFieldError(
-                "the architecture", f"has {self.n_parameters:,} parameters, more than the "
-                f"{MAX_PARAMETERS:,} a biLM may have (ten times the largest released ELMo's): "
-                "its sizes are not a model's")
+                "the architecture", f"has {self.n_parameters:,} parameters (lstm_dim "
+                f"{self.lstm_dim}, projection_dim {self.projection_dim}, n_layers "
+                f"{self.n_layers}, {self.n_filters} char-CNN filters), more than the "
+                f"{MAX_PARAMETERS:,} a biLM may have (ten times the largest released ELMo's)")
 
     def _check_values(self) -> None:
         """Each field's type and range; `filters`, `char_vocab` and `word_vocab` as tuples."""
@@ -142,7 +146,7 @@ class BiLMConfig:
         for name, low, high in (("char_embed_dim", 1, None), ("n_highway", 0, MAX_STACK),
                                 ("lstm_dim", 1, None), ("projection_dim", 1, None),
                                 ("n_layers", 1, MAX_STACK), ("word_embed_dim", 0, None)):
-            _integer(name, getattr(self, name), low, high)
+            setattr(self, name, _integer(name, getattr(self, name), low, high))
         for name in ("token_encoder", "activation"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigFieldError(name, f"must be a string, got {getattr(self, name)!r}")
@@ -161,7 +165,7 @@ class BiLMConfig:
                 raise ConfigFieldError(name, "must be a list of strings")
             setattr(self, name, tuple(vocab))
         if self.vocab_size is not None:
-            _integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
+            self.vocab_size = _integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
         _number("dropout", self.dropout, 0, 1)
         if not isinstance(self.extra_options, dict):
             raise ConfigFieldError("extra_options", "must be a JSON object")

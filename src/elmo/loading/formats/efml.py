@@ -26,6 +26,7 @@ import torch
 from elmo.config import BiLMConfig, ConfigFieldError
 from elmo.errors import ModelFileError
 from elmo.loading.formats.untrusted import (
+    MAX_VOCABULARY_BYTES,
     check_torch_file,
     named_file,
     read_json,
@@ -181,6 +182,9 @@ def read_dic(path: Path) -> list[str]:
     """A `token<TAB>id` file -> tokens by id. A line left with one field after stripping had
     white space for its token: it is the full-width space U+3000, as the package reads it."""
     try:
+        if path.stat().st_size > MAX_VOCABULARY_BYTES:
+            raise EfmlFormatError(f"{path} is {path.stat().st_size:,} bytes, more than the "
+                                  f"{MAX_VOCABULARY_BYTES:,} a vocabulary may take")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise EfmlFormatError(f"{path} is missing (the model's config needs it)") from None

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from elmo.config import BiLMConfig
 from elmo.errors import ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
-from elmo.loading.formats.untrusted import read_json
+from elmo.loading.formats.untrusted import MAX_VOCABULARY_BYTES, read_json
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 
@@ -36,9 +36,6 @@ SHARD_NAME = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 # Bounds on what a safetensors file holds beside its tensors' bytes: the file's own (length,
 # metadata, padding) and each tensor's entry (name, dtype, shape, offsets) in its JSON header.
 _FILE_HEADER_BYTES, _ENTRY_BYTES, _DIM_BYTES = 256, 128, 21
-# config.json lists the vocabularies of a model converted from ELMoForManyLangs (a million
-# words take ~20 MB).
-MAX_CONFIG_BYTES = 256 * 2**20
 
 
 def save_pretrained(
@@ -140,7 +137,7 @@ def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
             f"(or {INDEX_NAME} and its shards)"
         )
     config_path = model_dir / CONFIG_NAME
-    data = read_json(config_path, max_bytes=MAX_CONFIG_BYTES)
+    data = read_json(config_path, max_bytes=MAX_VOCABULARY_BYTES)  # it may list vocabularies
     try:
         if not isinstance(data, dict):
             raise ValueError("it should hold a JSON object")

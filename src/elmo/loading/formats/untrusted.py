@@ -7,8 +7,8 @@ than the model can hold or anything outside the file:
 - `read_json`: a config file, whose size is checked before it is read (and its nesting by
   the parser);
 - `read_zip_member`: a member of a ZIP archive, whose declared size is checked against what
-  the member can hold before it is read, and which must be stored or deflated (the methods a
-  decompression of bounded output exists for), not encrypted, and whole (its CRC);
+  the member can hold before it is read, and which must be stored or deflated (the methods
+  Python's zipfile inflates a bounded amount at a time), not encrypted, and whole (its CRC);
 - `check_torch_file`: a `torch.save` file, whose ZIP records must be stored as `torch.save`
   writes them (torch inflates a compressed record whole, whatever its size);
 - `read_hdf5_dataset`: an HDF5 dataset, read only once it is known to be a plain dataset of
@@ -35,7 +35,10 @@ MIB = 2**20
 # A config file (options.json, an EfML or AllenNLP configuration, a shard index, a model
 # card): a few KB in every released model.
 MAX_CONFIG_BYTES = 16 * MIB
-# The ZIP compression methods read: those with a decompressor of bounded output in Python.
+# A vocabulary file, or a config that lists one (a model converted from ELMoForManyLangs):
+# a million words take about 20 MB.
+MAX_VOCABULARY_BYTES = 256 * MIB
+# The ZIP compression methods read: those zipfile inflates a bounded amount at a time.
 ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 _ENCRYPTED = 0x1  # bit 0 of a ZIP entry's general purpose flags
 
@@ -105,7 +108,8 @@ def check_torch_file(path: Path) -> None:
                              "model again") from None
     size = path.stat().st_size
     for info in infos:
-        if info.compress_type != zipfile.ZIP_STORED or info.file_size > size:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size \
+                or info.file_size > size:
             raise ModelFileError(f"{path}: its record {info.filename} is compressed or "
                                  f"declares {info.file_size:,} bytes in a file of {size:,}; "
                                  "torch.save stores records as they are: the file is not one "
