@@ -123,6 +123,17 @@ def read_hdf5_dataset(f: h5py.File, name: str, shape: tuple[int, ...], where: st
     link on its path is a hard link and it is a dataset of floats of `shape`, stored in the
     file. `where` names the file in errors (of class `error`), `described_by` what gave
     `shape` (as "the options")."""
+    try:
+        return np.asarray(_checked_dataset(f, name, shape, where, described_by, error)[()],
+                          dtype=np.float32)
+    except (OSError, KeyError, RuntimeError) as err:  # h5py's, for a damaged file
+        raise error(f"{where}: tensor {name!r} cannot be read ({err}); the file is damaged: "
+                    "download or copy it again") from None
+
+
+def _checked_dataset(f: h5py.File, name: str, shape: tuple[int, ...], where: str,
+                     described_by: str, error: type[ModelFileError]) -> h5py.Dataset:
+    """Dataset `name` of `f`, unread, once `read_hdf5_dataset`'s checks hold."""
     node: h5py.HLObject = f
     parts = name.split("/")
     for depth, part in enumerate(parts):
@@ -153,11 +164,7 @@ def read_hdf5_dataset(f: h5py.File, name: str, shape: tuple[int, ...], where: st
     if node.shape != shape:
         raise error(f"{where}: tensor {name!r} has shape {node.shape}, but {described_by} "
                     f"describe {shape}; are they from the same model?")
-    try:
-        return np.asarray(node[()], dtype=np.float32)
-    except OSError as err:
-        raise error(f"{where}: tensor {name!r} cannot be read ({err}); the file is damaged: "
-                    "download or copy it again") from None
+    return node
 
 
 def named_file(model_dir: Path, named: str, where: str) -> Path | None:
