@@ -32,6 +32,41 @@ def write_corpus(directory: Path, n_train: int = 200, n_valid: int = 40) -> tupl
     return train, valid
 
 
+def write_documents(directory: Path, n_train: int = 200) -> dict[str, Path]:
+    """The training sentences of `write_corpus` (train.txt) grouped into documents of
+    paragraphs of 1-3 sentences, in the two forms WikiExtractor writes: a folder of wiki_NN
+    files (two subfolders, a document's title line after its header, as WikiExtractor writes
+    it) and JSON lines (one document per line, paragraphs joined by newlines, as its --json
+    writes them). Both read as the same sentences as train.txt; returns the three paths."""
+    train, _ = write_corpus(directory, n_train=n_train, n_valid=1)
+    sentences = train.read_text(encoding="utf-8").splitlines()
+    rng = random.Random(1)
+    paragraphs = []
+    while sentences:
+        n = rng.randint(1, 3)
+        paragraphs.append(" ".join(sentences[:n]))
+        sentences = sentences[n:]
+    documents = [paragraphs[i:i + 4] for i in range(0, len(paragraphs), 4)]
+    wiki = directory / "wiki"
+    jsonl = directory / "docs.jsonl"
+    lines = []
+    files: dict[Path, list[str]] = {}
+    for i, doc in enumerate(documents):
+        title = f"Document {i}"
+        lines.append(json.dumps({"id": str(i), "url": f"?curid={i}", "title": title,
+                                 "text": "\n".join(doc)}))
+        part = 3 * i // len(documents)  # three files in two folders, in document order
+        name = wiki / ("AA", "AA", "AB")[part] / f"wiki_{part % 2:02d}"
+        files.setdefault(name, []).append(
+            f'<doc id="{i}" url="?curid={i}" title="{title}">\n{title}\n\n'
+            + "".join(p + "\n" for p in doc) + "</doc>\n")
+    for name, docs in files.items():
+        name.parent.mkdir(parents=True, exist_ok=True)
+        name.write_text("".join(docs), encoding="utf-8")
+    jsonl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"text": train, "wikiextractor": wiki, "jsonl": jsonl}
+
+
 def tiny_config(train: Path, valid: Path | None = None, **overrides) -> TrainConfig:
     """A tiny CPU run of 20 steps on `train` (checkpoint and evaluation every 10)."""
     options = dict(train=[str(train)], valid=None if valid is None else str(valid),

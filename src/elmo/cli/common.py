@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
@@ -27,6 +28,15 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def add_overwrite(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output (default: refuse)")
+
+
+def add_input_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default=AUTO,
+                   help="how the text files are read: " + "; ".join(
+                       f"{k.name}: {k.description}" for k in INPUT_KINDS.values())
+                   + ". JSON lines and WikiExtractor paragraphs are split into sentences "
+                   "(English: sentencex; with --tokenizer jieba or chars: after 。！？). "
+                   "Default auto: each file as its name or first line says (text otherwise)")
 
 
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
