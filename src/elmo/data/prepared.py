@@ -151,7 +151,7 @@ class PreparedCorpus:
                 for i in range(index - offset, shard.sentences, world_size):
                     if lengths[i]:
                         yield [table[t] for t in ids[ends[i] - lengths[i]:ends[i]].tolist()]
-                index += -(-(end - index) // world_size) * world_size
+                index = end + (index - end) % world_size  # the next of this rank
             offset = end
 
     def _read(self, shard: Shard) -> tuple[np.ndarray, np.ndarray, list[str]]:
