@@ -5,6 +5,7 @@ across shard boundaries (after a SIGKILL too); damaged, missing or mismatched pa
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import signal
 import subprocess
@@ -167,7 +168,7 @@ def test_damaged_or_foreign_parts_are_named(corpus, tmp_path):
 
     other = tmp_path / "other"
     prepare_corpus([corpus["text"]], other)
-    (other / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n")
+    (other / "vocab.txt.xz").write_bytes(lzma.compress(b"<S>\n</S>\n<UNK>\nthe\n"))
     with pytest.raises(InputFileError, match="is not the vocabulary the corpus"):
         PreparedCorpus(other)
 
@@ -201,7 +202,7 @@ def test_prepare_corpus_command(tmp_path, capsys):
     shards = sorted(p.name for p in out.glob("shard-*"))
     assert f"200 sentences, {words:,} words in {len(shards)} shard(s)" in capsys.readouterr().err
     assert shards == [f"shard-{i:05d}.xz" for i in range(-(-words // 500))]
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", *shards, "vocab.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", *shards, "vocab.txt.xz"]
     before = (out / MANIFEST_NAME).read_bytes()
     assert main(argv) == 1
     assert "pass --overwrite" in capsys.readouterr().err
@@ -212,3 +213,42 @@ def test_prepare_corpus_command(tmp_path, capsys):
     assert main(["prepare-corpus", "--train", str(train), "--out", str(tmp_path / "busy")]) == 1
     assert "holds files but no prepared corpus" in capsys.readouterr().err
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine\n"
+
+
+# The child: SIGKILL itself when it is about to write its N-th shard, then run `elmo ARGS`.
+DIES_AT_SHARD = """
+import os, signal, sys
+import elmo.data.prepared as prepared
+real, count = prepared._ShardWriter.close, [0]
+def dying(self):
+    count[0] += 1
+    if count[0] == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self)
+prepared._ShardWriter.close = dying
+from elmo.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("kills", [[1], [3], [3, 2]], ids=["first-shard", "third", "twice"])
+def test_prepare_corpus_killed_resumes_to_the_same_files(tmp_path, capsys, kills):
+    corpus = write_documents(tmp_path)
+    argv = ["prepare-corpus", "--train", str(corpus["jsonl"]), "--max-vocab", "20",
+            "--shard-tokens", "150"]
+    assert main([*argv, "--out", str(tmp_path / "reference"), "--quiet"]) == 0
+    out = tmp_path / "ids"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    for n in kills:
+        done = subprocess.run([sys.executable, "-c", DIES_AT_SHARD, str(n), *argv, "--out",
+                               str(out), "--quiet"], env=env, timeout=300)
+        assert done.returncode == -signal.SIGKILL and not (out / MANIFEST_NAME).exists()
+    capsys.readouterr()
+    assert main([*argv, "--out", str(out)]) == 0
+    resumed = kills[-1] > 1
+    assert ("resuming after" in capsys.readouterr().err) == resumed
+    files = sorted(p.name for p in (tmp_path / "reference").iterdir())
+    assert sorted(p.name for p in out.iterdir()) == files
+    for name in files:
+        assert (out / name).read_bytes() == (tmp_path / "reference" / name).read_bytes(), name
+    assert not (tmp_path / ".ids.new").exists()

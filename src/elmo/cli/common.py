@@ -35,8 +35,9 @@ def add_input_format(p: argparse.ArgumentParser) -> None:
                    help="how the text files are read: " + "; ".join(
                        f"{k.name}: {k.description}" for k in INPUT_KINDS.values())
                    + ". JSON lines and WikiExtractor paragraphs are split into sentences "
-                   "(English: sentencex; with --tokenizer jieba or chars: after 。！？). auto: each "
-                   "file as its name or first line says, text otherwise (default auto)")
+                   "(English: sentencex; with --tokenizer jieba or chars: after 。！？). "
+                   "auto: each file as its name or first line says, text otherwise "
+                   "(default auto)")
 
 
 def add_tokenizer(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ batch the same (`open_corpus` tells which it is given).
     DIR/manifest.json       format and version, tokenizer, input format, sources, the
                             vocabulary's size and sha256, the counts, and each shard: file,
                             sha256, bytes, sentences, tokens, words outside the vocabulary
-    DIR/vocab.txt           the vocabulary (bilm-tf's format): the run's
+    DIR/vocab.txt.xz        the vocabulary (bilm-tf's format, xz-compressed): the run's
     DIR/shard-00000.xz ...  the sentences, in stream order, a shard after another
 
 A shard is one xz stream (`lzma`, the standard library's) of three parts: the length of every
@@ -25,23 +25,27 @@ import hashlib
 import json
 import lzma
 import os
+import shutil
+import sys
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from elmo.data.corpus import SPLIT_LANGUAGE, TextCorpus, expand_paths, iter_lines
 from elmo.errors import InputFileError
-from elmo.io.atomic import atomic_directory, claim_output
+from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
 from elmo.tokenize import get_tokenizer
 from elmo.vocab import Vocabulary
 
 MANIFEST_NAME = "manifest.json"
-VOCAB_NAME = "vocab.txt"
+PROGRESS_NAME = "progress.json"  # how far a preparation got, in OUT's partial copy
+VOCAB_NAME = "vocab.txt.xz"
 FORMAT = "elmo-prepared-corpus"
 VERSION = 1
 SHARD_TOKENS = 1_000_000  # tokens per shard by default: about 1.3 MB of English text
@@ -92,7 +96,7 @@ class Manifest:
             if data.get("format") != FORMAT or data.get("version") != VERSION:
                 raise ValueError(f"format {data.get('format')!r} version "
                                  f"{data.get('version')!r}, not {FORMAT!r} version {VERSION}")
-            manifest = cls(**{**data, "shards": [Shard(**s) for s in data["shards"]]})
+            manifest = _manifest(data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
             raise InputFileError(f"{path} is not the manifest of a prepared corpus ({err}); "
                                  "prepare the corpus again with `elmo prepare-corpus`") from None
@@ -120,7 +124,7 @@ class PreparedCorpus:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.manifest = Manifest.read(self.directory / MANIFEST_NAME)
-        self.vocab = Vocabulary.from_file(self.directory / VOCAB_NAME)
+        self.vocab = _read_vocab(self.directory / VOCAB_NAME)
         if (len(self.vocab), vocab_sha256(self.vocab)) != (self.manifest.vocab_size,
                                                             self.manifest.vocab_sha256):
             raise InputFileError(f"{self.directory / VOCAB_NAME} is not the vocabulary the "
@@ -182,20 +186,23 @@ class PreparedCorpus:
 
 
 class _ShardWriter:
-    """Sentences -> shard files of about `shard_tokens` tokens in `directory`."""
+    """Sentences -> shard files of about `shard_tokens` tokens in `directory`, after the
+    `shards` written already."""
 
-    def __init__(self, directory: Path, vocab: Vocabulary, shard_tokens: int) -> None:
+    def __init__(self, directory: Path, vocab: Vocabulary, shard_tokens: int,
+                 shards: list[Shard]) -> None:
         self.directory, self.shard_tokens = directory, shard_tokens
         self.index = {w: i for i, w in enumerate(vocab)}
         self.size = len(vocab)
-        self.shards: list[Shard] = []
+        self.shards = shards
         self._start()
 
     def _start(self) -> None:
         self.lengths, self.ids = array("I"), array("I")
         self.unknown: dict[str, int] = {}
 
-    def add(self, tokens: Sequence[str]) -> None:
+    def add(self, tokens: Sequence[str]) -> bool:
+        """Add a sentence; whether a shard was written."""
         ids = []
         for word in tokens:
             i = self.index.get(word)
@@ -204,22 +211,23 @@ class _ShardWriter:
             ids.append(i)
         self.lengths.append(len(ids))
         self.ids.extend(ids)
-        if len(self.ids) >= self.shard_tokens:
-            self.close()
+        return len(self.ids) >= self.shard_tokens and self.close()
 
-    def close(self) -> None:
-        """Write the shard begun, if it holds a sentence."""
+    def close(self) -> bool:
+        """Write the shard begun, if it holds a sentence; whether it did."""
         if not self.lengths:
-            return
+            return False
         words = json.dumps(list(self.unknown), ensure_ascii=False).encode("utf-8")
         raw = (np.asarray(self.lengths, _UINT32).tobytes() + np.asarray(self.ids, _UINT32)
                .tobytes() + words)
         data = lzma.compress(raw)
         name = f"shard-{len(self.shards):05d}.xz"
-        (self.directory / name).write_bytes(data)
+        with atomic_output(self.directory / name) as tmp:
+            tmp.write_bytes(data)
         self.shards.append(Shard(name, hashlib.sha256(data).hexdigest(), len(data), len(raw),
                                  len(self.lengths), len(self.ids), len(self.unknown)))
         self._start()
+        return True
 
 
 def prepare_corpus(
@@ -238,42 +246,100 @@ def prepare_corpus(
     """Prepare the corpus of the files or globs `train` (read as `elmo train` reads them) into
     the folder `out`: its vocabulary (`vocab`, or built from it as `elmo train` builds it:
     `min_count`, `max_vocab`), then its sentences in shards of about `shard_tokens` tokens.
-    `out` is written beside itself and renamed into place when complete; an existing prepared
-    corpus there is replaced only with `overwrite`. Returns the manifest."""
+    `out` is written beside itself (`.OUT.new`) and renamed into place when complete; an
+    existing prepared corpus there is replaced only with `overwrite`. Killed, the same call
+    resumes after the last shard written, if the files (names, sizes, modification times) and
+    options are the same. Returns the manifest."""
     if shard_tokens < 1:
         raise ValueError(f"shard_tokens must be >= 1, got {shard_tokens}")
     out, paths = Path(out), expand_paths(train)
     if out.is_dir() and any(out.iterdir()) and not is_prepared_corpus(out):
         raise InputFileError(f"{out} holds files but no prepared corpus ({MANIFEST_NAME}), "
                              "and it is replaced whole: give a new or empty folder")
-    corpus = TextCorpus(paths, tokenizer, input_format)
-    with claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]):
-        built = vocab is None
-        if built:
-            sentences = tqdm(corpus.sentences(), desc="counting words", unit=" sent",
-                             disable=not progress, mininterval=1.0)
-            vocab = Vocabulary.build(sentences, min_count=min_count, max_size=max_vocab)
-        manifest = Manifest(tokenizer, input_format, [str(p) for p in paths], len(vocab),
-                            vocab_sha256(vocab), min_count if built else None,
-                            max_vocab if built else None)
+    identity = {"version": VERSION, "tokenizer": tokenizer, "input_format": input_format,
+                "vocab": None if vocab is None else vocab_sha256(vocab), "min_count": min_count,
+                "max_vocab": max_vocab, "shard_tokens": shard_tokens,
+                "files": [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]}
+    with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
+          atomic_directory(out, keep_partial=True) as new):
+        state = _progress(new, identity)
+        if state is None:
+            for stale in new.iterdir():
+                stale.unlink()
+            vocab, manifest = _start(paths, tokenizer, input_format, vocab, min_count,
+                                     max_vocab, progress)
+            _write_vocab(new / VOCAB_NAME, vocab)
+            state = {"identity": identity, "read": 0, "manifest": asdict(manifest)}
+        else:
+            vocab, manifest = _read_vocab(new / VOCAB_NAME), _manifest(state["manifest"])
+            if progress:
+                print(f"resuming after {state['read']:,} sentences ({len(manifest.shards)} "
+                      "shards)", file=sys.stderr)
         tokenize = get_tokenizer(tokenizer)
-        lines = iter_lines(paths, input_format, SPLIT_LANGUAGE[tokenizer])
-        with atomic_directory(out) as new:
-            writer = _ShardWriter(new, vocab, shard_tokens)
-            for line in tqdm(lines, desc="preparing corpus", unit=" sent",
-                             disable=not progress, mininterval=1.0):
-                tokens = tokenize(line)
-                writer.add(tokens)
-                manifest.n_sentences += bool(tokens)
-                manifest.n_tokens += (len(tokens) + 1) if tokens else 0
-            writer.close()
-            if manifest.n_sentences == 0:
-                raise InputFileError(f"the training files {list(map(str, train))} have no "
-                                     "sentences")
-            manifest.shards = writer.shards
-            vocab.save(new / VOCAB_NAME)
-            (new / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
+        writer = _ShardWriter(new, vocab, shard_tokens, manifest.shards)
+        lines = tqdm(iter_lines(paths, input_format, SPLIT_LANGUAGE[tokenizer]),
+                     desc="preparing corpus", unit=" sent", disable=not progress,
+                     mininterval=1.0)
+        for read, line in enumerate(lines, start=1):
+            if read <= state["read"]:
+                continue
+            tokens = tokenize(line)
+            manifest.n_sentences += bool(tokens)
+            manifest.n_tokens += (len(tokens) + 1) if tokens else 0
+            if writer.add(tokens):
+                state.update(read=read, manifest=asdict(manifest))
+                atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
+        writer.close()
+        if manifest.n_sentences == 0:
+            shutil.rmtree(new)  # nothing to resume
+            raise InputFileError(f"the training files {list(map(str, train))} have no "
+                                 "sentences")
+        (new / PROGRESS_NAME).unlink(missing_ok=True)
+        atomic_write_text(new / MANIFEST_NAME, manifest.to_json())
     return manifest
+
+
+def _start(paths: list[Path], tokenizer: str, input_format: str, vocab: Vocabulary | None,
+           min_count: int, max_vocab: int | None, progress: bool
+           ) -> tuple[Vocabulary, Manifest]:
+    """The vocabulary of a corpus to prepare (built if not given) and its empty manifest."""
+    built = vocab is None
+    if built:
+        sentences = tqdm(TextCorpus(paths, tokenizer, input_format).sentences(),
+                         desc="counting words", unit=" sent", disable=not progress,
+                         mininterval=1.0)
+        vocab = Vocabulary.build(sentences, min_count=min_count, max_size=max_vocab)
+    return vocab, Manifest(tokenizer, input_format, [str(p) for p in paths], len(vocab),
+                           vocab_sha256(vocab), min_count if built else None,
+                           max_vocab if built else None)
+
+
+def _progress(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """What a killed preparation of the same corpus left in `directory`, if any."""
+    try:
+        state = json.loads((directory / PROGRESS_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if state.get("identity") != json.loads(json.dumps(identity)):
+        return None
+    return state
+
+
+def _manifest(data: dict[str, Any]) -> Manifest:
+    return Manifest(**{**data, "shards": [Shard(**s) for s in data["shards"]]})
+
+
+def _write_vocab(path: Path, vocab: Vocabulary) -> None:
+    with atomic_output(path) as tmp, lzma.open(tmp, "wt", encoding="utf-8", newline="\n") as f:
+        f.write("".join(word + "\n" for word in vocab))
+
+
+def _read_vocab(path: Path) -> Vocabulary:
+    try:
+        with lzma.open(path, "rt", encoding="utf-8") as f:
+            return Vocabulary(f.read().splitlines(), source=str(path))
+    except (OSError, lzma.LZMAError, ValueError) as err:
+        raise InputFileError(f"{path} is not a vocabulary ({err})") from None
 
 
 def open_corpus(
