@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
@@ -25,6 +24,7 @@ from elmo.vocab import Vocabulary
 from tests.conftest import REPO
 from tests.helpers.training import (
     assert_identical,
+    elmo_killed,
     run,
     run_files,
     tiny_config,
@@ -97,23 +97,6 @@ def test_training_on_a_prepared_corpus_equals_training_on_its_text(corpus, tmp_p
         len(line.split()) + 1 for line in corpus["text"].read_text().splitlines()))
 
 
-def _killed_when(args: list[str], ready) -> None:
-    """`python -m elmo ARGS` killed with SIGKILL as soon as `ready()`."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while not ready():
-            assert proc.poll() is None, "the run ended before the moment to kill it"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
 def test_a_run_on_a_prepared_corpus_killed_then_rerun_ends_bit_identical(corpus, tmp_path):
     """Killed with SIGKILL after a checkpoint past several shards, the same command resumes
     and ends as a run never interrupted."""
@@ -126,7 +109,7 @@ def test_a_run_on_a_prepared_corpus_killed_then_rerun_ends_bit_identical(corpus,
         path = killed / CHECKPOINT_NAME
         return read_checkpoint_meta(path)["step"] if path.exists() else 0
 
-    _killed_when(args, lambda: checkpoint_step() >= 12)
+    elmo_killed(args, 1, kill_when=lambda: checkpoint_step() >= 12)
     assert 12 <= checkpoint_step() < 24
     assert main(args) == 0
     assert main(train_args(corpus["prepared"], None, tmp_path / "reference", *extra)) == 0

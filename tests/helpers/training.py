@@ -4,7 +4,13 @@ run leaves, compared bit for bit."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -105,6 +111,25 @@ def assert_identical(got: dict[str, object], want: dict[str, object]) -> None:
             assert torch.equal(got[key], value), key
         else:
             assert got[key] == value, key
+
+
+def elmo_killed(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -> None:
+    """`python -m elmo ARGS` in a subprocess with `n_threads` torch threads, killed with
+    SIGKILL as soon as `kill_when()` is True (which must happen before the command ends)."""
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "OMP_NUM_THREADS": str(n_threads),
+           "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not kill_when():
+            assert proc.poll() is None, "the run ended before the moment to kill it"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
 
 
 def train_args(train, valid, out, *extra) -> list[str]:

@@ -40,6 +40,17 @@ def add_input_format(p: argparse.ArgumentParser) -> None:
                    "(default auto)")
 
 
+def add_vocab_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--vocab, or how the vocabulary is built from the training files."""
+    p.add_argument("--vocab", metavar="FILE",
+                   help="bilm-tf vocabulary file (default: built from the training files)")
+    p.add_argument("--min-count", type=int, default=1, metavar="N",
+                   help="building the vocabulary: keep words seen N times (default 1)")
+    p.add_argument("--max-vocab", type=int, metavar="N",
+                   help="building the vocabulary: keep the N most frequent words "
+                   "(default: all)")
+
+
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
                    help="how lines become tokens (default: the one MODEL was trained with, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elmo.cli.common import add_input_format, add_overwrite
+from elmo.cli.common import add_input_format, add_overwrite, add_vocab_options
 from elmo.data.prepared import MANIFEST_NAME, SHARD_TOKENS, VOCAB_NAME, prepare_corpus
 from elmo.tokenize import TOKENIZER_NAMES
 from elmo.vocab import Vocabulary
@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         f"{VOCAB_NAME} and shard-NNNNN.xz files of token ids (xz-compressed uint32, sentence "
         "boundaries kept). `elmo train --train OUT` reads it instead of the text and gets the "
         "same batches; a run needs only the shards it reaches. OUT is written beside itself "
-        "and renamed into place when complete.",
+        "and renamed into place when complete; run the same command again after an "
+        "interruption, and it resumes after the last shard it wrote.",
     )
     p.add_argument("--train", nargs="+", required=True, metavar="PATH",
                    help="training files or glob patterns (quote globs), or a folder of "
@@ -31,13 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
                    help="how lines become tokens: train with the same (default whitespace)")
     add_input_format(p)
-    p.add_argument("--vocab", metavar="FILE",
-                   help="bilm-tf vocabulary file (default: built from the training files)")
-    p.add_argument("--min-count", type=int, default=1, metavar="N",
-                   help="building the vocabulary: keep words seen N times (default 1)")
-    p.add_argument("--max-vocab", type=int, metavar="N",
-                   help="building the vocabulary: keep the N most frequent words "
-                   "(default: all)")
+    add_vocab_options(p)
     p.add_argument("--shard-tokens", type=int, default=SHARD_TOKENS, metavar="N",
                    help=f"tokens per shard, about (default {SHARD_TOKENS:,})")
     add_overwrite(p)

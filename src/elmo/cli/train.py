@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from elmo.cli.common import add_input_format
+from elmo.cli.common import add_input_format, add_vocab_options
 from elmo.config import PRESETS
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
 from elmo.tokenize import TOKENIZER_NAMES
@@ -49,13 +49,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_input_format(data)
     data.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
                       help="how lines become tokens (default whitespace)")
-    data.add_argument("--vocab", metavar="FILE",
-                      help="bilm-tf vocabulary file (default: built from the training files)")
-    data.add_argument("--min-count", type=int, default=1, metavar="N",
-                      help="building the vocabulary: keep words seen N times (default 1)")
-    data.add_argument("--max-vocab", type=int, metavar="N",
-                      help="building the vocabulary: keep the N most frequent words "
-                      "(default: all)")
+    add_vocab_options(data)
     data.add_argument("--shuffle-window", type=int, default=0, metavar="N",
                       help="shuffle sentences within windows of N (default 0: file order)")
 
