@@ -149,7 +149,7 @@ def test_after_a_few_named_the_malformed_lines_of_a_file_are_counted(tmp_path):
 
 
 def test_the_readers_stream(tmp_path):
-    """Reading a 2.5 MB WikiExtractor file or JSON lines file holds a line (or a document)
+    """Reading a WikiExtractor file or a JSON lines file of over 2 MB holds a line (or a document)
     and I/O buffers, never the file."""
     rng = random.Random(0)
     words = ["".join(rng.choices("abcdefghij", k=8)) for _ in range(200)]
