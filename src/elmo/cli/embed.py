@@ -53,10 +53,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                             help=f"--layers {mode}")
     add_settings(p, ("dtype", "pool"))
     p.add_argument("--format", choices=EMBED_FORMATS, default=None,
-                   help="how INPUT is read: " + "; ".join(
-                       f"{name}: {INPUT_KINDS[name].description}" for name in EMBED_FORMATS)
-                   + " (a residue per token, datasets named by record id). Default: as INPUT "
-                   "is detected (fasta by its name), else text")
+                   help="how INPUT is read: " + "; ".join(map(_described, EMBED_FORMATS))
+                   + ". Default: as INPUT is detected (fasta by its name), else text")
     p.add_argument("--fasta-keys", choices=FASTA_KEYS, default="id",
                    help="FASTA datasets named by record id (default), or by biotrainer's hash "
                    "of the sequence (sha256 of 'SEQUENCE_LENGTH'), for training with biotrainer")
@@ -114,6 +112,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())
     embedder.embed_file(input_path, output_path, options)
     return 0
+
+
+def _described(name: str) -> str:
+    """An input kind of --format, with how its entries become tokens and datasets."""
+    kind = INPUT_KINDS[name]
+    entries = kind.entries
+    keyed = f", a {entries.token} per token, each {entries.noun}'s dataset named by its id"
+    return f"{name}: {kind.description}{keyed * entries.keyed}"
 
 
 def _shard_index(args: argparse.Namespace, output: str, parser: argparse.ArgumentParser) -> int:
