@@ -13,7 +13,6 @@ corpus's distinct words.
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,9 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.embedding import Embedder, Item, Progress, read_lines, run_job
+from elmo.embedding import Embedder, Item, PartialSink, Progress, read_lines, run_job
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
-from elmo.io.hdf5_output import PartialOutput
 from elmo.io.textfile import scan_input
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.tasks.features import default_cache_dir
@@ -195,22 +193,16 @@ def _build_index(
                      enabled=progress))
 
 
-class IndexSink:
+class IndexSink(PartialSink):
     """The job's `Sink` of a neighbour index: per chunk of lines, a segment of their tokens'
     unit vectors at `layer` (in `dtype`), line numbers and positions; at the end, the index
     file: those joined (`vectors` (N, D), `line`, `position` (N,)), the corpus's distinct words
     and their static vectors."""
 
     def __init__(self, path: Path, bilm: BiLM, corpus: Path, layer: int, dtype: str) -> None:
+        super().__init__(path.with_name(path.name + ".partial"))
         self.output, self.bilm, self.corpus, self.layer, self.dtype = \
             path, bilm, corpus, layer, dtype
-        self.path = path.with_name(path.name + ".partial")
-        self.restarted = False
-
-    def open(self, identity: dict[str, str]) -> int:
-        self.partial = PartialOutput(self.path, identity)
-        self.restarted = self.partial.restarted
-        return self.partial.done
 
     def save(self, items: Sequence[Item], layers: Sequence[np.ndarray]) -> None:
         self.partial.save(items[-1].number + 1, [
@@ -221,9 +213,6 @@ class IndexSink:
             ("position", np.concatenate([np.arange(len(item.tokens), dtype=np.int32)
                                          for item in items])),
         ])
-
-    def discard(self) -> None:
-        shutil.rmtree(self.path)
 
     def finish(self) -> None:
         vocabulary = list(dict.fromkeys(t for line in read_lines(self.corpus)

@@ -29,7 +29,7 @@ import numpy as np
 
 from elmo.bio.layout import StagePlan, StageRun, proteins_digest
 from elmo.bio.seqvec import SeqVecEmbedder
-from elmo.embedding import Embedder, Item, Progress, run_job
+from elmo.embedding import Embedder, Item, PartialSink, Progress, run_job
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output
 from elmo.io.hdf5_output import NEW_FILE, PartialOutput
@@ -93,20 +93,15 @@ def run_embed_stage(run: StageRun) -> dict[str, str]:
     return {name: str(path) for name, path in written.items()}
 
 
-class StageSink:
+class StageSink(PartialSink):
     """The job's `Sink` of the stage: per chunk of proteins a segment in the stage's hidden
     directory `path`, holding what each file of `files` (name -> path) stores of a protein
     (`FILE/KEY`, with its `original_id`); at the end each file assembled from its datasets,
     in order, written atomically."""
 
     def __init__(self, path: Path, files: dict[str, Path], dtype: type) -> None:
-        self.path, self.files, self.dtype = path, files, dtype
-        self.restarted = False
-
-    def open(self, identity: dict[str, str]) -> int:
-        self.partial = PartialOutput(self.path, identity)
-        self.restarted = self.partial.restarted
-        return self.partial.done
+        super().__init__(path)
+        self.files, self.dtype = files, dtype
 
     def save(self, items: Sequence[Item], layers: Sequence[np.ndarray]) -> None:
         datasets, attrs = [], {}
@@ -115,9 +110,6 @@ class StageSink:
                 datasets.append((f"{name}/{item.name}", data))
                 attrs[f"{name}/{item.name}"] = item.attrs
         self.partial.save(items[-1].number + 1, datasets, attrs)
-
-    def discard(self) -> None:
-        shutil.rmtree(self.path)
 
     def finish(self) -> None:
         for name, path in self.files.items():

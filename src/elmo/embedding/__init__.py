@@ -7,9 +7,10 @@ pyarrow, so it is imported by `elmo.ray` only)."""
 
 from elmo.embedding.embedder import Embedder, TokenVectorCache
 from elmo.embedding.files import EmbedFileOptions, InputLine, embed_file, read_lines
-from elmo.embedding.hdf5_sink import HDF5Sink
+from elmo.embedding.hdf5_sink import HDF5Sink, PartialSink
 from elmo.embedding.job import Item, Progress, Sink, run_job
 from elmo.embedding.settings import EmbedSettings
 
 __all__ = ["EmbedFileOptions", "EmbedSettings", "Embedder", "HDF5Sink", "InputLine", "Item",
-           "Progress", "Sink", "TokenVectorCache", "embed_file", "read_lines", "run_job"]
+           "PartialSink", "Progress", "Sink", "TokenVectorCache", "embed_file", "read_lines",
+           "run_job"]
