@@ -30,7 +30,7 @@ turn, the order rotated), at each thread count:
   (VmHWM) and its resident memory after the imports. On CUDA: peak device memory of the
   batch-1 pass.
 
-    python benchmarks/elmo_vs_bert.py [--threads 1 2] [--sentences 128] [--latency-sentences 32]
+    python benchmarks/elmo_vs_bert.py [--threads 1 2] [--sentences 96] [--latency-sentences 32]
         [--repeats 2] [--batch-sizes 32 64] [--workloads conll2003 msra] [--out FILE]
     python benchmarks/elmo_vs_bert.py --quick --out FILE    # tiny models, made-up sentences
 
@@ -780,6 +780,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
             }
             result.update(compare(samples, setup, args.threads, args.batch_sizes, args.repeats,
                                   log))
+            result["peak_rss_mb_of_this_run"] = rss_mb("VmHWM")  # every encoder at once
             if args.device == "cpu" and args.memory_sentences:
                 began = time.perf_counter()
                 result["memory"] = memory(samples, Path(tmp), args.memory_sentences,
@@ -798,7 +799,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the folder of conll2003/ and msra-ner/ (default: ELMO_SHARED/data)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda (no ONNX Runtime)")
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    p.add_argument("--sentences", type=int, default=128,
+    p.add_argument("--sentences", type=int, default=96,
                    help="sentences of each workload timed in batches (a seeded sample)")
     p.add_argument("--latency-sentences", type=int, default=32,
                    help="of those, timed one at a time")
