@@ -193,7 +193,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     targets = export_targets()
     target = next(t for t in targets if t.takes(args))
     for other in targets:
-        given = [f"--{o}" for o in other.options if getattr(args, o) != parser.get_default(o)]
+        given = [f"--{o.replace('_', '-')}" for o in other.options
+                 if getattr(args, o) != parser.get_default(o)]
         if other is not target and given:
             parser.error(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to "
                          f"{other.where} only")
