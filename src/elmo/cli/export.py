@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from elmo.cli import export_onnx
@@ -25,7 +26,7 @@ from elmo.loading.resolve import resolve_model
 DEFAULT_RULE = "the default for an OUTDIR not ending in .onnx"
 
 
-class ExportTarget:
+class ExportTarget(ABC):
     """Where `elmo export` writes: `format`, its --format value (and what "wrote" names);
     `takes(args)`, whether it writes OUTDIR (`args.out_dir`) given --format (`args.format`,
     None when not given), tried in `export_targets()`' order; `write(args)`, writing MODEL
@@ -39,17 +40,17 @@ class ExportTarget:
     where = ""
     options: tuple[str, ...] = ()
 
-    def help(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def help(self) -> str: ...
 
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:  # noqa: B027 (none by default)
         pass
 
-    def takes(self, args: argparse.Namespace) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def takes(self, args: argparse.Namespace) -> bool: ...
 
-    def write(self, args: argparse.Namespace) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def write(self, args: argparse.Namespace) -> str: ...
 
     def wrote(self, args: argparse.Namespace, paths: list[Path]) -> str:
         """The line printed after writing `paths`: why this target when --format was not

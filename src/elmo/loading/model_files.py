@@ -5,6 +5,7 @@ are (`ModelFiles`). The sources themselves, and the resolver that tries them, ar
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from elmo.loading.formats.registry import FORMATS
 from elmo.loading.formats.untrusted import read_json
 
 
-class ModelSource:
+class ModelSource(ABC):
     """A source of models (a record of `SOURCES` in `elmo.loading.resolve`): `name` says it;
     `help()` is its phrase in the MODEL help and in the error for a MODEL no source takes;
     `resolve(name)`, the ModelFiles of a MODEL that names one of its models, their format
@@ -27,11 +28,11 @@ class ModelSource:
 
     name = ""
 
-    def help(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def help(self) -> str: ...
 
-    def resolve(self, name: str) -> ModelFiles | None:
-        raise NotImplementedError
+    @abstractmethod
+    def resolve(self, name: str) -> ModelFiles | None: ...
 
     def local(self, files: ModelFiles, *, progress: bool) -> ModelFiles:
         return files

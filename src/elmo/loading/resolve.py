@@ -195,6 +195,12 @@ class OfficialPairSource(ModelSource):
 
     name = "files"
 
+    def help(self) -> str:
+        return "an official pair given as --options and --weights"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        return None  # given as two files, never as a MODEL
+
     def files(self, options: Path, weights: Path) -> ModelFiles:
         return ModelFiles(str(options), BILM_TF.name, self, options=options, weights=weights)
 
