@@ -25,7 +25,12 @@ from elmo.runs import CHECKPOINT_NAME, capture_rng, restore_rng
 from elmo.training import trainer as trainer_module
 from elmo.training.checkpoint import Checkpoint
 from elmo.training.optimizer import build_optimizer, implementation, load_optimizer_state
-from elmo.training.stream import BatchEncoder, PreparedBatches, TrainStream
+from elmo.training.stream import (
+    BatchEncoder,
+    CandidateSampler,
+    PreparedBatches,
+    TrainStream,
+)
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.helpers.training import (
@@ -262,17 +267,22 @@ def test_a_run_moves_from_the_gpu_to_the_cpu_and_back_exactly(tmp_path, monkeypa
 def test_prepared_batches_give_the_position_of_the_last_batch_returned(tmp_path):
     train, _ = write_corpus(tmp_path, n_train=12, n_valid=1)
     vocab = Vocabulary.build(line.split() for line in train.read_text().splitlines())
-    encoder = BatchEncoder(vocab, ByteIndexer(50))
+    sampler = CandidateSampler(len(vocab), 5, seed=3)
+    encoder = BatchEncoder(vocab, ByteIndexer(50), sampler=sampler)
 
     def stream(path=train) -> TrainStream:
         return TrainStream([path], "whitespace", vocab, BPTTConfig(3, 7, shuffle_window=4))
 
     ahead, plain = PreparedBatches(stream(), encoder, ahead=4), stream()
-    for _ in range(10):  # over two epochs
+    draws = []
+    for step in range(10):  # over two epochs
         got, want = next(ahead), next(plain)
         assert torch.equal(got.targets, torch.from_numpy(np.stack([want.next_ids,
                                                                    want.prev_ids])))
-        assert ahead.state_dict() == plain.state_dict()
+        assert ahead.state_dict() == plain.state_dict() and ahead.step == step + 1
+        assert torch.equal(got.candidates.ids, sampler(got.targets, step).ids)  # its step's
+        draws.append(tuple(got.candidates.ids.tolist()))
+    assert len(set(draws)) > 1
     deadline = time.monotonic() + 60
     while not ahead._queue.full():  # the thread reads 4 batches ahead
         assert time.monotonic() < deadline
@@ -282,8 +292,10 @@ def test_prepared_batches_give_the_position_of_the_last_batch_returned(tmp_path)
     assert ahead.stream.state_dict() != ahead.state_dict() == plain.state_dict()
 
     resumed = PreparedBatches(stream(), encoder, ahead=2)
-    resumed.load_state_dict(json.loads(json.dumps(ahead.state_dict())))
-    assert torch.equal(next(resumed).char_ids, encoder(next(plain)).char_ids)
+    resumed.load_state_dict(json.loads(json.dumps(ahead.state_dict())), step=10)
+    got, want = next(resumed), encoder(next(plain), 10)
+    assert torch.equal(got.tokens.chars, want.tokens.chars)
+    assert torch.equal(got.candidates.ids, want.candidates.ids)
     resumed.close()
 
     blank = tmp_path / "blank.txt"

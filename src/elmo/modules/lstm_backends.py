@@ -13,15 +13,27 @@ an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` 
   as 2 sigmoid(2x) - 1, and products large enough run through oneDNN's prepacked kernel.
 - "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`), whose kernel
   is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
+- "cudnn": training a layer without clipping. torch's own LSTM (`torch.nn.LSTM` with
+  `proj_size`: cuDNN on CUDA, ATen's loop on the CPU) runs each direction of the layer in one
+  call instead of the step loop; it cannot clip the cell or the projection, which is why it
+  serves unclipped layers only (`cell_clip` and `proj_clip` None, as bilm-tf's and AllenNLP's
+  options allow).
+
+A back end runs the layer with `run`: the step loop, called with itself, for all but "cudnn".
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from elmo.modules import onednn
 from elmo.modules.quantize import check_inference
@@ -68,6 +80,14 @@ class LSTMBackend:
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
         self.weights = {name: getattr(layer, f"{name}_weight") for name in WEIGHT_NAMES}
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The layer over x (D, B, T, I): `loop` (a step loop of `elmo.modules.lstm`), which
+        computes with this back end's products and cell ops -> (outputs, final state)."""
+        return loop(self.layer, self, x, lengths, state)
 
     def product(
         self, name: str, x: Tensor, add: Tensor | None = None, out: Tensor | None = None
@@ -134,18 +154,97 @@ class Int8Backend(LSTMBackend):
         return self.matrices[name](x, add, out, self.activation_bits[name])
 
 
+# torch's gate order (i, f, g, o) from ours (i, j, f, o): j is the candidate, torch's g.
+TORCH_GATE_ORDER = (0, 2, 1, 3)
+
+
+@functools.cache
+def _torch_lstm(input_dim: int, cell_dim: int, proj_dim: int) -> nn.LSTM:
+    """An `nn.LSTM` of one layer's shape without storage (meta); `functional_call` gives it
+    the layer's weights at each call."""
+    return nn.LSTM(input_dim, cell_dim, proj_size=proj_dim, batch_first=True, device="meta")
+
+
+class CuDNNBackend(LSTMBackend):
+    """An unclipped layer through `torch.nn.LSTM(proj_size=P)`, one call per direction: cuDNN
+    on CUDA, ATen's own loop on the CPU. The same cell as `lstm_cell` without clips: torch's
+    gates are ours reordered (`TORCH_GATE_ORDER`), its two biases sum to our bias plus the
+    forget bias, its projection has no bias either. The products, the cell and their backward
+    run in torch's kernel, so the step loop is not used.
+
+    Rows of all T positions (`lengths` None) run as they are, with fixed shapes; with lengths,
+    the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
+    host: a CUDA graph cannot capture that call). Under autocast torch casts the weights
+    (cuDNN's flat buffer) to the autocast dtype; the final cell state is kept in float32.
+    """
+
+    def __init__(self, layer: nn.Module) -> None:
+        if layer.clipped:
+            raise ValueError("the cudnn LSTM back end cannot clip: it serves layers whose "
+                             "cell_clip and proj_clip are None")
+        super().__init__(layer)
+
+    def torch_weights(self, direction: int, dtype: torch.dtype) -> dict[str, Tensor]:
+        """The layer's weights of one direction as `nn.LSTM`'s parameters (differentiable)."""
+        def gates(weight: Tensor) -> Tensor:  # (K, 4C) ours -> (4C, K) torch's
+            chunks = weight.t().chunk(4)
+            return torch.cat([chunks[k] for k in TORCH_GATE_ORDER]).to(dtype)
+
+        layer = self.layer
+        bias = gates(layer.gate_bias()[direction])[:, 0]  # (4C,)
+        return {"weight_ih_l0": gates(layer.input_weight[direction]),
+                "weight_hh_l0": gates(layer.state_weight[direction]),
+                "bias_ih_l0": bias, "bias_hh_l0": torch.zeros_like(bias),
+                "weight_hr_l0": layer.proj_weight[direction].t().to(dtype)}
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        layer = self.layer
+        d, b, t, i = x.shape
+        h0, c0 = layer.zero_state(b, x) if state is None else state
+        module = _torch_lstm(i, layer.cell_dim, layer.proj_dim)
+        sizes = None if lengths is None else lengths.cpu()  # packing reads them on the host
+        running = b if sizes is None else int((sizes > 0).sum())  # rows of length > 0
+        outputs, hs, cs = [], [], []
+        for k in range(d):
+            weights = self.torch_weights(k, x.dtype)
+            hx = (h0[k : k + 1, :running].to(x.dtype), c0[k : k + 1, :running].to(x.dtype))
+            rows = x[k, :running]  # (n, T, I)
+            if sizes is not None:
+                rows = pack_padded_sequence(rows, sizes[:running], batch_first=True)
+            with warnings.catch_warnings():  # its notes on weights outside one flat buffer
+                warnings.simplefilter("ignore", UserWarning)
+                out, (h, c) = functional_call(module, weights, (rows, hx))
+            if isinstance(out, PackedSequence):
+                out = pad_packed_sequence(out, batch_first=True, total_length=t)[0]
+            if running < b:  # rows that never run: zero output, their state kept
+                out = torch.cat([out, out.new_zeros(b - running, t, out.shape[-1])])
+                h = torch.cat([h, h0[k : k + 1, running:].to(h.dtype)], dim=1)
+                c = torch.cat([c, c0[k : k + 1, running:].to(c.dtype)], dim=1)
+            outputs.append(out)
+            hs.append(h[0])
+            cs.append(c[0].float())
+        return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
+
+
 BACKENDS: dict[str, type[LSTMBackend]] = {
     "reference": LSTMBackend,
     "cpu": CPUBackend,
     "int8": Int8Backend,
+    "cudnn": CuDNNBackend,
 }
 
 
-def choose_backend(quantized: bool, x: Tensor) -> str:
-    """The back end of one layer call on input x: "int8" for a quantized layer, "reference"
-    where autograd records or off the CPU, else "cpu"."""
-    if quantized:
+def choose_backend(layer: nn.Module, x: Tensor) -> str:
+    """The back end of one call of `layer` (a `ProjectedLSTM`) on input x: "int8" for a
+    quantized layer; where autograd records, "cudnn" for an unclipped layer and "reference"
+    for a clipped one; "reference" off the CPU; else "cpu"."""
+    if layer.int8 is not None:
         return "int8"
-    if torch.is_grad_enabled() or x.device.type != "cpu":
+    if torch.is_grad_enabled():
+        return "reference" if layer.clipped else "cudnn"
+    if x.device.type != "cpu":
         return "reference"
     return "cpu"
