@@ -24,7 +24,12 @@ from elmo.modules.softmax import SoftmaxHead
 from elmo.runs import CHECKPOINT_NAME, capture_rng, restore_rng
 from elmo.training import trainer as trainer_module
 from elmo.training.checkpoint import Checkpoint
-from elmo.training.optimizer import build_optimizer, implementation, load_optimizer_state
+from elmo.training.optimizer import (
+    DeviceAdagrad,
+    build_optimizer,
+    implementation,
+    load_optimizer_state,
+)
 from elmo.training.stream import (
     BatchEncoder,
     CandidateSampler,
@@ -188,6 +193,53 @@ def test_optimizer_state_of_another_implementation_resumes_in_this_ones(tmp_path
     for p in mine:
         p.grad = torch.ones_like(p)
     optimizer.step()
+
+
+def test_device_adagrad_is_torchs_adagrad_with_a_tensor_lr_and_interchangeable_state():
+    """The capturable Adagrad a CUDA graph replays: bit for bit torch's Adagrad (foreach and
+    the default loop), with a float or a tensor learning rate; steps counted on the device;
+    its state dict loads into torch's Adagrad and back, without its own flag."""
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3), torch.randn(3)]
+    grads = [[torch.randn_like(p) for p in start] for _ in range(4)]
+
+    def train(make) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        optimizer = make(params)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+        return [p.detach() for p in params], optimizer
+
+    kwargs = dict(initial_accumulator_value=1.0)
+    want, torchs = train(lambda ps: torch.optim.Adagrad(ps, lr=0.2, foreach=True, **kwargs))
+    assert all(torch.equal(a, b) for a, b in zip(
+        train(lambda ps: torch.optim.Adagrad(ps, lr=0.2, **kwargs))[0], want, strict=True))
+    for lr in (0.2, torch.tensor(0.2)):
+        got, mine = train(lambda ps, lr=lr: DeviceAdagrad(ps, lr=lr, **kwargs))
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert all(state["step"].item() == 4 for state in mine.state.values())
+
+    back = torch.optim.Adagrad([torch.nn.Parameter(p.clone()) for p in start], lr=0.2)
+    load_optimizer_state(back, mine.state_dict())
+    assert "capturable" not in back.param_groups[0]
+    again = DeviceAdagrad([torch.nn.Parameter(p.clone()) for p in start], lr=0.2)
+    load_optimizer_state(again, torchs.state_dict())
+    assert again.param_groups[0]["capturable"]
+    for a, b in zip(again.state.values(), torchs.state.values(), strict=True):
+        assert torch.equal(a["sum"], b["sum"]) and a["step"].item() == b["step"].item()
+
+
+def test_a_capturable_optimizer_is_built_for_graphs_only_where_asked():
+    def groups() -> list[dict]:
+        return [{"params": [torch.nn.Parameter(torch.zeros(2))]}]
+
+    cpu = torch.device("cpu")
+    assert type(build_optimizer("adagrad", groups(), 0.2, cpu)) is torch.optim.Adagrad
+    assert isinstance(build_optimizer("adagrad", groups(), 0.2, cpu, capturable=True),
+                      DeviceAdagrad)
+    assert not build_optimizer("adam", groups(), 0.1, cpu).param_groups[0]["capturable"]
 
 
 # ---- checkpoints across devices ---------------------------------------------------------

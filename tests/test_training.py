@@ -234,8 +234,13 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypa
         return losses
 
     monkeypatch.setattr(BiLanguageModel, "forward", poisoned)
-    with pytest.raises(TrainingDiverged, match=r"step 8.*checkpoint of step 5 .* is intact"):
+    # Found when steps 6-10 are read back from the device (log and checkpoint of step 10),
+    # before anything of step 10 is written.
+    with pytest.raises(TrainingDiverged, match=r"step 8: forward loss nan.*steps 6-10 were "
+                       r"read back.*checkpoint of step 5 .* is intact"):
         run(config, out)
+    assert [json.loads(line)["step"] for line in
+            (out / "metrics.jsonl").read_text().splitlines()] == [5]
     ckpt = Checkpoint.load(out / CHECKPOINT_NAME)
     assert ckpt.step == 5 and not ckpt.finished
     assert all(torch.isfinite(t).all() for t in ckpt.model.values())
