@@ -57,7 +57,8 @@ def _setup(tmp_path, n_train: int = 40, clip: bool = True, dropout: float = 0.1)
     stream = TrainStream([train], "whitespace", vocab, BPTTConfig(ROWS, UNROLL))
     encode = BatchEncoder(vocab, ByteIndexer(50),
                           sampler=CandidateSampler(len(vocab), SAMPLES, seed=5))
-    return model, [(batch, encode(batch, step)) for step, batch in zip(range(20), stream)]
+    batches = [next(stream) for _ in range(20)]
+    return model, [(batch, encode(batch, step)) for step, batch in enumerate(batches)]
 
 
 def _reference_step(lm, optimizer, batch, tensors) -> tuple[float, float]:
