@@ -24,7 +24,6 @@ A back end runs the layer with `run`: the step loop, called with itself, for all
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from elmo.modules import onednn
@@ -158,19 +156,13 @@ class Int8Backend(LSTMBackend):
 TORCH_GATE_ORDER = (0, 2, 1, 3)
 
 
-@functools.cache
-def _torch_lstm(input_dim: int, cell_dim: int, proj_dim: int) -> nn.LSTM:
-    """An `nn.LSTM` of one layer's shape without storage (meta); `functional_call` gives it
-    the layer's weights at each call."""
-    return nn.LSTM(input_dim, cell_dim, proj_size=proj_dim, batch_first=True, device="meta")
-
-
 class CuDNNBackend(LSTMBackend):
-    """An unclipped layer through `torch.nn.LSTM(proj_size=P)`, one call per direction: cuDNN
-    on CUDA, ATen's own loop on the CPU. The same cell as `lstm_cell` without clips: torch's
-    gates are ours reordered (`TORCH_GATE_ORDER`), its two biases sum to our bias plus the
-    forget bias, its projection has no bias either. The products, the cell and their backward
-    run in torch's kernel, so the step loop is not used.
+    """An unclipped layer through torch's LSTM kernel, the one `torch.nn.LSTM(proj_size=P)`
+    calls (`torch.lstm`), once per direction: cuDNN on CUDA, ATen's own loop on the CPU. The
+    same cell as `lstm_cell` without clips: torch's gates are ours reordered
+    (`TORCH_GATE_ORDER`), its two biases sum to our bias plus the forget bias, its projection
+    has no bias either. The products, the cell and their backward run in torch's kernel, so
+    the step loop is not used.
 
     Rows of all T positions (`lengths` None) run as they are, with fixed shapes; with lengths,
     the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
@@ -184,41 +176,44 @@ class CuDNNBackend(LSTMBackend):
                              "cell_clip and proj_clip are None")
         super().__init__(layer)
 
-    def torch_weights(self, direction: int, dtype: torch.dtype) -> dict[str, Tensor]:
-        """The layer's weights of one direction as `nn.LSTM`'s parameters (differentiable)."""
+    def torch_weights(self, direction: int, dtype: torch.dtype) -> list[Tensor]:
+        """The layer's weights of one direction as `nn.LSTM`'s (differentiable): weight_ih,
+        weight_hh, bias_ih, bias_hh, weight_hr."""
         def gates(weight: Tensor) -> Tensor:  # (K, 4C) ours -> (4C, K) torch's
             chunks = weight.t().chunk(4)
             return torch.cat([chunks[k] for k in TORCH_GATE_ORDER]).to(dtype)
 
         layer = self.layer
         bias = gates(layer.gate_bias()[direction])[:, 0]  # (4C,)
-        return {"weight_ih_l0": gates(layer.input_weight[direction]),
-                "weight_hh_l0": gates(layer.state_weight[direction]),
-                "bias_ih_l0": bias, "bias_hh_l0": torch.zeros_like(bias),
-                "weight_hr_l0": layer.proj_weight[direction].t().to(dtype)}
+        return [gates(layer.input_weight[direction]), gates(layer.state_weight[direction]),
+                bias, torch.zeros_like(bias), layer.proj_weight[direction].t().to(dtype)]
 
     def run(
         self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
         state: tuple[Tensor, Tensor] | None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         layer = self.layer
-        d, b, t, i = x.shape
+        d, b, t, _ = x.shape
         h0, c0 = layer.zero_state(b, x) if state is None else state
-        module = _torch_lstm(i, layer.cell_dim, layer.proj_dim)
         sizes = None if lengths is None else lengths.cpu()  # packing reads them on the host
         running = b if sizes is None else int((sizes > 0).sum())  # rows of length > 0
+        if running == 0:
+            return x.new_zeros(d, b, t, layer.proj_dim), (h0, c0)
         outputs, hs, cs = [], [], []
         for k in range(d):
             weights = self.torch_weights(k, x.dtype)
             hx = (h0[k : k + 1, :running].to(x.dtype), c0[k : k + 1, :running].to(x.dtype))
             rows = x[k, :running]  # (n, T, I)
-            if sizes is not None:
-                rows = pack_padded_sequence(rows, sizes[:running], batch_first=True)
             with warnings.catch_warnings():  # its notes on weights outside one flat buffer
                 warnings.simplefilter("ignore", UserWarning)
-                out, (h, c) = functional_call(module, weights, (rows, hx))
-            if isinstance(out, PackedSequence):
-                out = pad_packed_sequence(out, batch_first=True, total_length=t)[0]
+                if sizes is None:
+                    out, h, c = torch.lstm(rows, hx, weights, True, 1, 0.0, True, False, True)
+                else:
+                    packed = pack_padded_sequence(rows, sizes[:running], batch_first=True)
+                    data, h, c = torch.lstm(packed.data, packed.batch_sizes, hx, weights, True,
+                                            1, 0.0, True, False)
+                    out = pad_packed_sequence(PackedSequence(data, packed.batch_sizes),
+                                              batch_first=True, total_length=t)[0]
             if running < b:  # rows that never run: zero output, their state kept
                 out = torch.cat([out, out.new_zeros(b - running, t, out.shape[-1])])
                 h = torch.cat([h, h0[k : k + 1, running:].to(h.dtype)], dim=1)
