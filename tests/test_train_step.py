@@ -25,16 +25,11 @@ from elmo.modules.lstm_backends import CuDNNBackend
 from elmo.training.config import TrainConfig
 from elmo.training.distributed import World
 from elmo.training.optimizer import build_optimizer
-from elmo.training.step import (
-    GraphedStep,
-    StepStats,
-    TrainStep,
-    fill_static,
-    static_inputs,
-)
+from elmo.training.step import GraphedStep, StepStats, TrainStep
 from elmo.training.stream import BatchEncoder, CandidateSampler, TrainStream
+from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
-from tests.helpers.training import train_args, write_corpus
+from tests.helpers.training import tiny_config, train_args, write_corpus
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 ROWS, UNROLL, SAMPLES, CLIP = 8, 10, 12, 1.0
@@ -138,34 +133,60 @@ def test_a_non_finite_loss_is_kept_with_its_step_and_values(tmp_path):
     assert not all(map(torch.isfinite, map(torch.tensor, reading.bad_values)))
 
 
-def test_the_static_buffers_of_a_graph_give_the_plain_step(tmp_path):
-    """What a CUDA graph replays, run eagerly on the CPU: the batches copied into buffers
-    with room for more distinct tokens (the extra rows never read) train as the batches
-    themselves do."""
-    model, batches = _setup(tmp_path, n_train=200)  # no padding: what graphs take
+class Recorded:
+    """A stand-in for `CUDAGraphs` on the CPU: a capture records the work without running it
+    (as CUDA does) and its replay runs it."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.warm_ups, self.captures = fail, 0, 0
+
+    def warm_up(self, work) -> None:
+        self.warm_ups += 1
+        work()
+
+    def capture(self, work):
+        self.captures += 1
+        if self.fail:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return work
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["captured", "capture-fails"])
+def test_the_graphed_step_replays_its_static_buffers_as_the_plain_step_runs(
+    tmp_path, fail, caplog
+):
+    """GraphedStep's bookkeeping, run on the CPU: one eager step for each new shape, a
+    capture of the step over static buffers with room for more distinct tokens, replays
+    with the batch copied in and the carried states passed on, the batches with padding
+    eager in between; or, when the capture fails, every step eager, said once. The same
+    losses and weights as the plain step."""
+    model, batches = _setup(tmp_path)
     results = []
-    for static in (False, True):
+    for graphed in (False, True):
         lm = model()
         opt = build_optimizer("adam", [{"params": list(lm.parameters())}], 0.01,
                               torch.device("cpu"))
         stats = StepStats(torch.device("cpu"))
         step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, "fp32")
-        capacity = 2 * max(len(t.tokens.chars) for _, t in batches[:6])
-        buffers = static_inputs(batches[0][1], capacity, torch.device("cpu"))
-        for k, (_, tensors) in enumerate(batches[:6]):
-            assert tensors.mask is None
+        graphs = Recorded(fail)
+        run = GraphedStep(step, graphs=graphs) if graphed else step
+        for k, (_, tensors) in enumerate(batches):
             torch.manual_seed(k)
-            if static:
-                fill_static(buffers, tensors)
-                step(buffers)
-            else:
-                step(tensors)
+            run(tensors)
         reading = stats.read(World(), 0)
         results.append(([reading.sum_forward, reading.sum_backward], lm.state_dict()))
-    (plain_sums, plain), (static_sums, from_static) = results
-    torch.testing.assert_close(static_sums, plain_sums, atol=1e-6, rtol=0)
+    padded = sum(t.mask is not None for _, t in batches)
+    if fail:
+        assert (graphs.warm_ups, graphs.captures, run.replays) == (2, 1, 0)
+        assert run.failed.startswith("RuntimeError") and caplog.text.count("failed") == 1
+    else:
+        assert (graphs.warm_ups, graphs.captures) == (2, 1)
+        assert run.replays == len(batches) - padded - 2 > 5 and run.failed is None
+        assert run.capacity > max(len(t.tokens.chars) for _, t in batches[:2])
+    (plain_sums, plain), (graphed_sums, from_graph) = results
+    torch.testing.assert_close(graphed_sums, plain_sums, atol=1e-6, rtol=0)
     for name, value in plain.items():
-        torch.testing.assert_close(from_static[name], value, atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(from_graph[name], value, atol=1e-6, rtol=0, msg=name)
 
 
 @CUDA
@@ -199,6 +220,35 @@ def test_the_graphed_step_equals_the_eager_step_on_cuda(tmp_path, optimizer, cli
     torch.testing.assert_close(graph_sums, eager_sums, atol=1e-5, rtol=1e-5)
     for name, value in eager.items():
         torch.testing.assert_close(graphed_state[name], value, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@CUDA
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+def test_a_cuda_run_replays_its_steps_and_logs_what_an_eager_run_does(tmp_path, optimizer):
+    """The trainer on CUDA with graphs (validations, checkpoints and the end of an epoch in
+    between) against --no-cuda-graphs: the same logged losses and validation perplexities
+    (fp32, no dropout), and the run resumes from its checkpoint."""
+    train, valid = write_corpus(tmp_path, n_train=60)
+    options = dict(device="cuda", precision="fp32", dropout=0.0, optimizer=optimizer,
+                   softmax="sampled", num_samples=12, max_steps=16, log_every=4,
+                   eval_every=8, checkpoint_every=6)
+    metrics = {}
+    for graphs in (True, False):
+        out = tmp_path / f"graphs-{graphs}"
+        trainer = Trainer(tiny_config(train, valid, cuda_graphs=graphs, **options), out,
+                          progress=False)
+        trainer.run()
+        if graphs:
+            assert trainer.train_step.failed is None and trainer.train_step.replays > 5
+        metrics[graphs] = [json.loads(line) for line in
+                           (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics[True]] == [m["step"] for m in metrics[False]]
+    for got, want in zip(metrics[True], metrics[False], strict=True):
+        for key in ("train_loss", "valid_ppl"):
+            if key in want:
+                assert got[key] == pytest.approx(want[key], rel=1e-4), (got["step"], key)
+    more = tiny_config(train, valid, cuda_graphs=True, **{**options, "max_steps": 20})
+    assert Trainer(more, tmp_path / "graphs-True", progress=False).run().step == 20
 
 
 def test_an_unclipped_model_trains_through_cudnn_and_loads_everywhere(tmp_path, monkeypatch):

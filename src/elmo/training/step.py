@@ -149,27 +149,52 @@ def fill_static(static: BatchTensors, batch: BatchTensors) -> None:
         buffer.copy_(value, non_blocking=True)
 
 
+class CUDAGraphs:
+    """How `GraphedStep` runs on CUDA: warm-up steps on a side stream (what torch asks before
+    a capture), and work captured in a CUDA graph, of which it returns the replay."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.side = torch.cuda.Stream(device)
+
+    def warm_up(self, work: Callable[[], None]) -> None:
+        self.side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.side):
+            work()
+        torch.cuda.current_stream(self.device).wait_stream(self.side)
+
+    def capture(self, work: Callable[[], None]) -> Callable[[], None]:
+        """`work` captured (not run); its replay keeps the graph."""
+        torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            work()
+        return graph.replay
+
+
 class GraphedStep:
     """`step` replayed from a CUDA graph where it can be (see the module's docstring).
 
     `quiet` is a context in which no other thread calls CUDA (the batch thread pins memory):
-    held while a step is captured."""
+    held while a step is captured. `graphs` captures and replays (`CUDAGraphs` on the step's
+    device; a test gives a stand-in that records the work and replays it by running it)."""
 
     def __init__(
         self, step: TrainStep,
         quiet: Callable[[], AbstractContextManager[object]] = nullcontext,
+        graphs: CUDAGraphs | None = None,
     ) -> None:
         self.step, self.quiet = step, quiet
         self.device = step.world.device
+        self.graphs = graphs or CUDAGraphs(self.device)
         self.capacity = 0  # distinct tokens the captured graph has room for
         self.key: tuple | None = None  # what the captured graph was captured for
         self.warmed: tuple | None = None  # the key of the last eager warm-up step
-        self.graph: torch.cuda.CUDAGraph | None = None
+        self.replay: Callable[[], None] | None = None  # the captured graph's
         self.static: BatchTensors | None = None
         self.states: list[LSTMState] = []  # the carried LSTM states the graph reads
         self.lrs: list[torch.Tensor] = []  # each parameter group's learning rate, on device
         self.lr_values: list[float] = []  # what `lrs` hold
-        self.side = torch.cuda.Stream(self.device)  # of the warm-up steps
         self.failed: str | None = None  # why capture failed, once it has
         self.replays = 0
 
@@ -181,21 +206,11 @@ class GraphedStep:
         capacity = max(self.capacity, bucket(len(batch.tokens.chars) * 5 // 4))
         key = (capacity, trainable)
         if key != self.key:
-            if key != self.warmed:  # a new shape: one eager step first, on a side stream
+            if key != self.warmed:  # a new shape: one eager step first
                 self.warmed = key
-                return self._warm_up(batch)
+                return self.graphs.warm_up(lambda: self.step(batch.to(self.device)))
             if not self._capture(key, batch):
                 return self.step(batch.to(self.device))
-        self._replay(batch)
-
-    def _warm_up(self, batch: BatchTensors) -> None:
-        """An eager step on a side stream (what torch asks before a capture)."""
-        self.side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self.side):
-            self.step(batch.to(self.device))
-        torch.cuda.current_stream(self.device).wait_stream(self.side)
-
-    def _replay(self, batch: BatchTensors) -> None:
         fill_static(self.static, batch)
         values = [group["lr"] for group in self.step.optimizer.param_groups]
         for lr, value, held in zip(self.lrs, values, self.lr_values, strict=True):
@@ -208,17 +223,26 @@ class GraphedStep:
                 h.copy_(new_h)
                 c.copy_(new_c)
             bilm.carried_states = self.states
-        self.graph.replay()
+        self.replay()
         self.replays += 1
+
+    def captured_step(self) -> None:
+        """What the graph holds: the step on the static inputs and LSTM states, its final
+        states copied into the static ones, which the next replay starts from."""
+        bilm = self.step.lm.bilm
+        bilm.carried_states = self.states or None
+        self.step(self.static)
+        for (h, c), (new_h, new_c) in zip(self.states, bilm.carried_states or [],
+                                          strict=True):
+            h.copy_(new_h)
+            c.copy_(new_c)
 
     def _capture(self, key: tuple, batch: BatchTensors) -> bool:
         """Capture the step for `key` (dropping the previous graph); False if it failed, and
         from then on every step runs eagerly (the reason logged once)."""
-        step, bilm = self.step, self.step.lm.bilm
-        groups = step.optimizer.param_groups
-        self.graph = self.static = self.key = None  # frees the old graph and its buffers
+        bilm, groups = self.step.lm.bilm, self.step.optimizer.param_groups
+        self.replay = self.static = self.key = None  # frees the old graph and its buffers
         self.static = static_inputs(batch, key[0], self.device)
-        fill_static(self.static, batch)
         carried = bilm.carried_states  # there since the warm-up step (training is stateful)
         self.states = [(h.clone(), c.clone()) for h, c in carried or []]
         floats = [g["lr"] for g in groups]
@@ -226,20 +250,12 @@ class GraphedStep:
         self.lr_values = floats
         try:
             with self.quiet():
-                torch.cuda.synchronize(self.device)
-                bilm.carried_states = self.states or None
                 for group, lr in zip(groups, self.lrs, strict=True):
-                    group["lr"] = lr
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    step(self.static)
-                    for (h, c), (new_h, new_c) in zip(self.states, bilm.carried_states or [],
-                                                      strict=True):
-                        h.copy_(new_h)  # the final states become the next replay's inputs
-                        c.copy_(new_c)
+                    group["lr"] = lr  # the graph reads the learning rates where they lie
+                replay = self.graphs.capture(self.captured_step)
         except Exception as err:  # any failure means: run eagerly
             self.failed = f"{type(err).__name__}: {err}"
-            self.graph = self.static = None
+            self.static = None
             log.warning("CUDA graph capture of the training step failed (%s); training "
                         "eagerly", self.failed)
             bilm.carried_states = carried
@@ -248,5 +264,5 @@ class GraphedStep:
             for group, lr in zip(groups, floats, strict=True):
                 group["lr"] = lr
         bilm.carried_states = self.states or None
-        self.graph, self.key, self.capacity = graph, key, key[0]
+        self.replay, self.key, self.capacity = replay, key, key[0]
         return True
