@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import elmo
 from elmo.extras import EXTRA_PACKAGES
 
 TESTS = Path(__file__).resolve().parent
@@ -16,7 +17,7 @@ SRC = TESTS.parent / "src" / "elmo"
 # The library's floors, lowest first. Two names on one floor may not import each other.
 LIBRARY = [
     {"errors"},
-    {"extras", "device", "config"},
+    {"extras", "device", "config", "layer_choice"},
     {"chars", "tokenize", "io", "memory"},
     {"vocab", "modules", "runs"},
     {"loading", "embed_file"},
@@ -117,3 +118,24 @@ def test_no_test_module_imports_another():
              for line, module in imported_modules(path)
              if module.startswith("tests.test_")]
     assert not wrong, "\n".join(wrong)
+
+
+def test_import_elmo_loads_no_torch_until_a_public_name_is_used():
+    """`elmo/__init__` names its public names lazily (so that the `elmo` command can answer
+    Ctrl-C while torch imports): `import elmo` loads no torch, and each name resolves."""
+    code = ("import sys, elmo\nprint('torch' in sys.modules)\n"
+            "print(all(getattr(elmo, n) is not None for n in elmo.__all__))\n"
+            "from elmo import Embedder\nprint(Embedder.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "elmo.embed"]
+
+
+def test_the_public_names_for_type_checkers_are_the_lazy_ones():
+    """The `if TYPE_CHECKING:` imports of `elmo/__init__` (what editors read) name exactly
+    PUBLIC_NAMES, each from its module."""
+    tree = ast.parse((SRC / "__init__.py").read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    for_checkers = {a.name: node.module for node in block.body for a in node.names}
+    assert for_checkers == elmo.PUBLIC_NAMES

@@ -11,10 +11,13 @@ import torch
 from elmo.errors import ElmoError
 
 
-def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> torch.device:
+def resolve_device(device: str | torch.device | None, local_rank: int = 0,
+                   cpu_setting: str = "--device cpu") -> torch.device:
     """`None` -> cuda if available, else cpu; a bare `cuda` -> this process's GPU.
 
-    Raises ElmoError for a malformed name or a CUDA device on a machine without CUDA.
+    Raises ElmoError for a malformed name or a CUDA device on a machine without CUDA, whose
+    message says to use `cpu_setting`: how the caller asks for the CPU (the command's flag by
+    default; an integration passes its own setting, e.g. spaCy's config key).
     """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -24,7 +27,7 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> to
         raise ElmoError(f"unknown device {str(device)!r}; use cpu, cuda or cuda:N") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ElmoError(f"device {str(device)!r} was asked for, but CUDA is not available; "
-                        "use --device cpu")
+                        f"use {cpu_setting}")
     if resolved.type == "cuda" and resolved.index is None:
         resolved = torch.device("cuda", local_rank)
     return resolved

@@ -1,7 +1,8 @@
 """Embedder: tokenized sentences -> numpy layer representations.
 
 Files are the job of `elmo.embed_file` (text or FASTA -> HDF5, resumable), which
-`Embedder.embed_file` calls; its reader and layer choice are importable from here too.
+`Embedder.embed_file` calls; its reader and the layer choices (`elmo.layer_choice`) are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from elmo.chars import check_sentences, check_tokens
 from elmo.device import check_precision, computing_in, resolve_device
 from elmo.embed_file import (
     EMBEDDER_SETTINGS,
-    LAYER_MODES,
     OUTPUT_DTYPES,
     EmbedFileOptions,
     EmbedSettings,
     InputLine,
     read_lines,
-    select_layers,
 )
+from elmo.errors import ElmoError
+from elmo.layer_choice import select_layers
 from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles
 from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
@@ -35,8 +36,8 @@ from elmo.modules.elmo import contextualize_words
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer
 
-__all__ = ["LAYER_MODES", "OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "EmbedSettings",
-           "InputLine", "TokenVectorCache", "read_lines", "select_layers"]
+__all__ = ["OUTPUT_DTYPES", "Embedder", "EmbedFileOptions", "EmbedSettings", "InputLine",
+           "TokenVectorCache", "read_lines", "select_layers"]
 
 T = TypeVar("T")
 # Sentences a batch holds by default: 256 (each LSTM step multiplies more rows at once: fp32
@@ -130,7 +131,11 @@ class Embedder:
     (docs/speed.md). `precision`: "fp32" (the default; no TF32), "tf32" (CUDA products in
     TF32) or "bf16" (autocast): on a GPU 1.4-1.8x fp32's speed for `original`, within ~4e-4
     (TF32) and ~4e-3 (bf16) relative to it (docs/speed.md, "On a GPU").
-    `tokenizer` (a name from `elmo.TOKENIZER_NAMES` or a callable) splits the lines of the
+    `cuda_graphs`: True replays CUDA graphs of the LSTM for batches of at most 8,192 padded
+    positions (stateless, on CUDA; no effect on the CPU), False runs eagerly, None keeps the
+    model's `cuda_graphs` (off unless set: eager was as fast or faster in every run measured,
+    docs/speed.md).
+    `tokenizer` (a key of `elmo.tokenize.TOKENIZERS` or a callable) splits the lines of the
     files given to `embed_file`; sentences given directly are already lists of tokens.
     """
 
@@ -146,6 +151,7 @@ class Embedder:
         tokenizer: Tokenizer | str = "whitespace",
         quantize: str | None = None,
         precision: str = "fp32",
+        cuda_graphs: bool | None = None,
     ) -> None:
         if not isinstance(model, BiLM):
             raise TypeError(f"model must be a BiLM, not {type(model).__name__}; "
@@ -154,6 +160,10 @@ class Embedder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         check_precision(precision)
+        if cuda_graphs and stateful:
+            raise ElmoError("CUDA graphs run stateless inference only: stateful mode carries "
+                            "each row's LSTM state from batch to batch, eagerly; drop "
+                            "--cuda-graphs (cuda_graphs=True) or --stateful (stateful=True)")
         self.tokenizer, self.precision = tokenizer, precision
         # None: cuda if available, else cpu; int8 runs on the cpu.
         quantization = quantize or model.quantization
@@ -161,6 +171,8 @@ class Embedder:
         check_quantize(quantization, self.device)
         self.model = model.to(self.device).eval().quantize_(quantize)
         self.model.stateful = stateful
+        if cuda_graphs is not None:
+            self.model.cuda_graphs = cuda_graphs
         self.model.reset_states()
         self.batch_size = batch_size
         self.max_tokens = resolve_max_tokens(max_tokens, self.model.config, self.device,
@@ -225,6 +237,9 @@ class Embedder:
                     "batch_size": str(self.batch_size), "max_tokens": str(self.max_tokens)}
         if self.precision != "fp32":  # runs recorded before the option stay resumable
             settings["precision"] = self.precision
+        if self.device.type == "cuda" and self.model.cuda_graphs and not self.stateful:
+            # graphs pad a batch to its bucket, which may change the last bits
+            settings["cuda_graphs"] = "True"
         return settings
 
     # ---- sentences -------------------------------------------------------------------
@@ -335,5 +350,6 @@ class Embedder:
         if made:
             raise TypeError(f"{', '.join(made)}: the Embedder's settings, given when it is "
                             "made, not to embed_file")
-        return file_job.embed_file(self, input_path, output_path,
-                                   options or EmbedFileOptions(**kwargs))
+        options = options or EmbedFileOptions(**kwargs)
+        options.layer_choice.check(self.model.num_layers)
+        return file_job.embed_file(self, input_path, output_path, options)

@@ -10,8 +10,9 @@ HDF5, resumable and shardable; the save loop that the feature cache shares; and
 Text: one dataset per input line, named by its 0-based number (or by its text with sentence
 keys), and `sentence_to_index`, as AllenNLP's `elmo` command writes. FASTA: one dataset per
 record, named by its id (`elmo.io.fasta.dataset_name`), with the attributes `id` and
-`description`. Each dataset holds the chosen layers: all (L+1, n, D), or top, average or sum
-(n, D); pooled (`pool="mean"`), their mean over the tokens: (L+1, D) or (D,).
+`description`. Each dataset holds what the layer choice keeps (`elmo.layer_choice`): all
+(L+1, n, D), or one vector per token (n, width) (top, average, sum, ...); pooled
+(`pool="mean"`), their mean over the tokens: (L+1, D) or (width,).
 """
 
 from __future__ import annotations
@@ -40,40 +41,21 @@ from elmo.io.fasta import (
 from elmo.io.hdf5_output import PartialOutput, shard_range, write_index
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin, scan_input
 from elmo.io.textfile import read_lines as read_text_lines
+from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.memory import AUTO, DeviceMemoryError
 from elmo.tokenize import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:
     import torch
 
-LAYER_MODES = ("all", "top", "average", "sum")
 POOL_MODES = ("mean",)
 OUTPUT_DTYPES = ("float32", "float16")
 INPUT_FORMATS = ("text", "fasta")
 # The fields of EmbedSettings that the Embedder takes (the others say what is kept).
 EMBEDDER_SETTINGS = ("tokenizer", "batch_size", "max_tokens", "device", "quantize", "precision",
-                     "stateful")
+                     "stateful", "cuda_graphs")
 
 T = TypeVar("T")
-
-
-def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
-    """(L+1, n, D) -> all of it, the top layer (n, D), the layer average (n, D), or the layer
-    sum (n, D; SeqVec's per-residue vectors)."""
-    if mode == "all":
-        return layers
-    if mode == "top":
-        return layers[-1]
-    if mode == "average":
-        return layers.mean(axis=0)
-    if mode == "sum":
-        return layers.sum(axis=0)
-    raise ValueError(f"layers must be one of {LAYER_MODES}, got {mode!r}")
-
-
-def layers_side_by_side(layers: np.ndarray) -> np.ndarray:
-    """(L+1, n, D) -> (n, (L+1) x D): each token's layers concatenated, the lowest first."""
-    return layers.transpose(1, 0, 2).reshape(layers.shape[1], -1)
 
 
 @dataclass
@@ -127,16 +109,18 @@ class EmbedSettings:
     `elmo embed` (with or without `--ray`), `elmo serve`, `elmo.ray.Embed` and the feature
     cache share, checked once here.
 
-    What is kept (`reduce`): `layers` all, top, average or sum; `pool` None, or "mean" for one
+    What is kept (`reduce`): `layers` a layer choice (`elmo.layer_choice`: all, top, average,
+    sum, concat, a layer number, a task run's learned mix); `pool` None, or "mean" for one
     vector per sentence (the mean over its tokens of the chosen layers); `dtype` float32, or
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
     model's, else whitespace), `batch_size` (sentences per batch; None: the Embedder's
     default), `max_tokens` (padded tokens per batch, "auto" or a number), `device` (None: cuda
-    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16) and
-    `stateful` (the original's protocol), which the Embedder checks when it is made.
+    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16),
+    `stateful` (the original's protocol) and `cuda_graphs` (None: the model's, off unless set),
+    which the Embedder checks when it is made.
     """
 
-    layers: str = "all"
+    layers: str | int = "all"
     pool: str | None = None
     dtype: str = "float32"
     tokenizer: Tokenizer | str | None = None
@@ -146,15 +130,18 @@ class EmbedSettings:
     quantize: str | None = None
     precision: str = "fp32"
     stateful: bool = False
+    cuda_graphs: bool | None = None
+    # what `layers` keeps, parsed once (a LayerChoiceError, a ValueError, names a bad one)
+    layer_choice: LayerChoice = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_choices(("layers", self.layers, LAYER_MODES),
-                      ("pool", self.pool, (None, *POOL_MODES)),
+        check_choices(("pool", self.pool, (None, *POOL_MODES)),
                       ("dtype", self.dtype, OUTPUT_DTYPES))
+        object.__setattr__(self, "layer_choice", parse_layer_choice(self.layers))
 
     def reduce(self, layers: np.ndarray) -> np.ndarray:
         """(L+1, n, D) -> what is kept: the chosen layers, pooled if asked, in `dtype`."""
-        selected = select_layers(layers, self.layers)
+        selected = self.layer_choice.numpy(layers)
         if self.pool == "mean":  # over the token axis; no tokens: NaN
             selected = selected.mean(axis=-2) if selected.shape[-2] else \
                 np.full(selected.shape[:-2] + selected.shape[-1:], np.nan, selected.dtype)
@@ -201,7 +188,7 @@ class EmbedFileOptions(EmbedSettings):
 
     def identity(self) -> dict[str, str]:
         """The file job's settings that change a stored number."""
-        return {"layers": self.layers, "dtype": self.dtype,
+        return {"layers": self.layer_choice.spelling(), "dtype": self.dtype,
                 "encoding_errors": self.encoding_errors,
                 **({"pool": self.pool} if self.pool else {}),
                 **({"fasta_keys": self.fasta_keys} if self.fasta_keys != "id" else {})}

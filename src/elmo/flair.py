@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.embed import Embedder, select_layers
-from elmo.embed_file import layers_side_by_side
+from elmo.embed import Embedder
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
+from elmo.layer_choice import token_vectors_choice
 from elmo.loading.load import load_model
 from elmo.loading.releases import RELEASED_MODELS
 from elmo.modules.bilm import BiLM
@@ -28,8 +28,6 @@ from elmo.modules.bilm import BiLM
 flair = import_extra("flair", "elmo.flair (ELMo embeddings for flair)")
 flair_embeddings = import_extra("flair.embeddings.base", "elmo.flair (ELMo embeddings for flair)")
 
-EMBEDDING_MODES = ("all", "top", "average")  # flair's: the layers concatenated, the top one,
-# or their mean
 FLAIR_DEFAULT_MODEL = "original"
 # flair's names for released models of our catalogue under another name
 FLAIR_NAMES = {"large": "original-5.5B", "5.5B": "original-5.5B"}
@@ -50,14 +48,24 @@ def flair_model(model: str) -> str:
     return FLAIR_NAMES.get(model, model)
 
 
+# flair saves an embedding's registered name with a model and, loading it, looks that name up in
+# the classes registered so far: it has no plugin mechanism (such as entry points) to find a
+# class whose module was not imported. Registered under this module's path, the class's name
+# in a saved model, and so in the KeyError of flair's `load` without `import elmo.flair`, says
+# what to import; "ELMoEmbeddings", its name until then, still loads the models saved under it.
+SAVED_NAME = "elmo.flair.ELMoEmbeddings"
+
+
+@flair_embeddings.register_embeddings(SAVED_NAME)  # the name saved models now hold
 @flair_embeddings.register_embeddings
 class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
     """ELMo token embeddings for flair. `model`: flair's name of a released model ("small",
     "medium", "original", "large"/"5.5B") or any MODEL of ours (`elmo.load_model`'s: "default",
     a model directory, an NLPL archive, ...); or `options_file` and `weight_file`, an official
-    pair. `embedding_mode`: "all" (the L+1 layers concatenated, (L+1) x 2P wide), "top" or
-    "average" (2P). `bilm` instead of a model: the biLM to use (how `from_params` rebuilds a
-    saved one, whose weights then come from the saved state dict).
+    pair. `embedding_mode`: flair's "all" (the L+1 layers concatenated, (L+1) x 2P wide), "top"
+    or "average" (2P), or any other layer choice of one vector per token (`elmo.layer_choice`:
+    "sum", a layer number, ...). `bilm` instead of a model: the biLM to use (how
+    `from_params` rebuilds a saved one, whose weights then come from the saved state dict).
 
     It runs on `flair.device` and is stateless: a sentence's vectors do not depend on the
     sentences embedded with it. The biLM is a sub-module, so its weights are saved with the
@@ -72,15 +80,14 @@ class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
         *,
         bilm: BiLM | None = None,
     ) -> None:
-        if embedding_mode not in EMBEDDING_MODES:
-            raise ElmoError(f"embedding_mode must be one of {', '.join(EMBEDDING_MODES)}, "
-                            f"got {embedding_mode!r}")
+        layer_choice = token_vectors_choice(embedding_mode, "embedding_mode")
         super().__init__()
         if bilm is None:
             pair = options_file is not None or weight_file is not None
             bilm = load_model(None if pair else flair_model(model), options=options_file,
                               weights=weight_file).bilm
-        self.model, self.embedding_mode = model, embedding_mode
+        layer_choice.check(bilm.num_layers)
+        self.model, self.embedding_mode, self.layer_choice = model, embedding_mode, layer_choice
         self.options_file, self.weight_file = options_file, weight_file
         self.name = f"elmo-{model}-{embedding_mode}"
         self.static_embeddings = True
@@ -89,8 +96,7 @@ class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
 
     @property
     def embedding_length(self) -> int:
-        width = self.bilm.config.output_dim
-        return width * self.bilm.num_layers if self.embedding_mode == "all" else width
+        return self.layer_choice.width(self.bilm.num_layers, self.bilm.config.output_dim)
 
     def _embedder(self) -> Embedder:
         """The Embedder over `self.bilm` on `flair.device` (made anew when that changes)."""
@@ -103,9 +109,7 @@ class ELMoEmbeddings(flair_embeddings.TokenEmbeddings):
 
     def token_vectors(self, layers: np.ndarray) -> np.ndarray:
         """A sentence's layers (L+1, n, 2P) -> its token vectors (n, embedding_length)."""
-        if self.embedding_mode == "all":
-            return layers_side_by_side(layers)
-        return select_layers(layers, self.embedding_mode)
+        return self.layer_choice.numpy(layers)
 
     def _add_embeddings_internal(self, sentences: list[Any]) -> list[Any]:
         words = [[token.text for token in sentence] for sentence in sentences]

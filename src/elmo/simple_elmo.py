@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from elmo.embed import Embedder, select_layers
+from elmo.embed import Embedder
 from elmo.errors import ElmoError
+from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.loading.load import load_model
 
-LAYERS = ("average", "top", "all")
 LOADED = "The model is now loaded."  # what simple_elmo's `load` returns
 
 
@@ -55,14 +55,15 @@ class ElmoModel:
         """The token vectors of tokenized `texts`: (texts, longest, 2P), or with
         `layers="all"` (texts, L+1, longest, 2P); zeros past a text's end. `layers`:
         "average" (the layers' mean: simple_elmo's scalar mix, whose weights start equal and
-        are never trained there), "top" or "all". `warmup` changes nothing here (no state
-        is carried between batches); `session` (a TensorFlow session) must be None."""
-        embedded = self._embed(texts, layers, session)
+        are never trained there), "top", "all", or another layer choice
+        (`elmo.layer_choice`). `warmup` changes nothing here (no state is carried between
+        batches); `session` (a TensorFlow session) must be None."""
+        choice, embedded = self._embed(texts, layers, session)
         longest = max((len(t) for t in texts), default=0)
-        shape = (len(texts), self.n_layers) if layers == "all" else (len(texts),)
-        vectors = np.zeros((*shape, longest, self.vector_size), dtype=np.float32)
+        vectors = np.zeros((len(texts), *choice.shape(self.n_layers, longest, self.vector_size)),
+                           dtype=np.float32)
         for row, text_layers in zip(vectors, embedded, strict=True):
-            selected = select_layers(text_layers, layers)
+            selected = choice.numpy(text_layers)
             row[..., : selected.shape[-2], :] = selected
         return vectors
 
@@ -72,24 +73,25 @@ class ElmoModel:
         simple_elmo does): (texts, 2P), or (texts, L+1, 2P) with `layers="all"` (normalised
         over the whole matrix). A text without tokens gets zeros. Arguments as for
         `get_elmo_vectors`."""
-        embedded = self._embed(texts, layers, session)
-        shape = (self.n_layers, self.vector_size) if layers == "all" else (self.vector_size,)
-        averages = np.zeros((len(texts), *shape), dtype=np.float32)
+        choice, embedded = self._embed(texts, layers, session)
+        *layer_axis, _, width = choice.shape(self.n_layers, 0, self.vector_size)
+        averages = np.zeros((len(texts), *layer_axis, width), dtype=np.float32)
         for row, text_layers in zip(averages, embedded, strict=True):
             if text_layers.shape[1]:
-                mean = select_layers(text_layers, layers).mean(axis=-2)
+                mean = choice.numpy(text_layers).mean(axis=-2)
                 row[...] = mean / np.linalg.norm(mean)
         return averages
 
-    def _embed(self, texts: Sequence[Sequence[str]], layers: str,
-               session: None) -> list[np.ndarray]:
-        """The layers (L+1, n, 2P) of each text, after checking the arguments."""
+    def _embed(self, texts: Sequence[Sequence[str]], layers: str | int,
+               session: None) -> tuple[LayerChoice, list[np.ndarray]]:
+        """The layer choice and the layers (L+1, n, 2P) of each text, after checking the
+        arguments."""
         if self.embedder is None:
             raise ElmoError("no model is loaded: call load(directory) first")
-        if layers not in LAYERS:
-            raise ElmoError(f"layers must be one of {', '.join(LAYERS)}, got {layers!r}")
+        choice = parse_layer_choice(layers)
+        choice.check(self.n_layers)
         if session is not None:
             raise ElmoError("session= takes a TensorFlow session, which elmo.simple_elmo does "
                             "not use: leave it out")
-        return self.embedder.embed_sentences(texts)
+        return choice, self.embedder.embed_sentences(texts)
 

@@ -12,47 +12,30 @@ not copied. See docs/spacy.md.
 
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from pathlib import Path
 
 import numpy as np
 
-from elmo.analysis.layer_weights import read_layer_weights
-from elmo.embed import Embedder, select_layers
-from elmo.embed_file import layers_side_by_side
-from elmo.errors import ElmoError
+from elmo.device import resolve_device
+from elmo.embed import Embedder
 from elmo.extras import import_extra
+from elmo.layer_choice import token_vectors_choice
 
 spacy = import_extra("spacy", "elmo.spacy (the ELMo pipe for spaCy)")
 
 FACTORY = "elmo"
-LAYER_CHOICES = "average, top, all, a layer number or a learned mix (layer_weights.json)"
 DEFAULT_CONFIG = {"model": "default", "layers": "average", "device": None, "batch_size": 64}
 
 LayerMix = Callable[[np.ndarray], np.ndarray]  # (L+1, n, 2P) -> (n, width)
 
 
 def layer_mix(layers: str | int, n_layers: int) -> LayerMix:
-    """What `layers` asks of each doc's layers (L+1, n, 2P): "average", "top", "all" (the
-    layers side by side, (n, (L+1) x 2P)), layer number K, or the weights learned by an
-    `elmo task train` run (its layer_weights.json, or its directory: the "input" mix)."""
-    if layers in ("average", "top"):
-        return lambda h: select_layers(h, layers)
-    if layers == "all":
-        return layers_side_by_side
-    if isinstance(layers, int):
-        if not 0 <= layers < n_layers:
-            raise ElmoError(f"layers={layers}: the model has layers 0 to {n_layers - 1}")
-        return lambda h: h[layers]
-    path = Path(layers)
-    if not path.exists():
-        raise ElmoError(f"layers={layers!r} is neither {LAYER_CHOICES}, nor a file that exists")
-    mixes = {m.placement: m.weights for m in read_layer_weights(path.parent if path.is_file()
-                                                                 else path)}
-    weights = np.array(mixes.get("input", next(iter(mixes.values()))), dtype=np.float32)
-    if len(weights) != n_layers:
-        raise ElmoError(f"{layers}: its mix weighs {len(weights)} layers, but the model has "
-                        f"{n_layers}: give the mix learned with this model")
-    return lambda h: np.tensordot(weights, h, axes=1)
+    """What `layers` asks of each doc's layers (L+1, n, 2P): a layer choice of one vector per
+    token (`elmo.layer_choice`): "average", "top", "all" (the layers side by side, (n, (L+1) x
+    2P)), layer number K, the weights learned by an `elmo task train` run (its
+    layer_weights.json, or its directory: the "input" mix), ..."""
+    choice = token_vectors_choice(layers, "layers")
+    choice.check(n_layers)
+    return choice.numpy
 
 
 class ElmoPipe:
@@ -62,6 +45,8 @@ class ElmoPipe:
     def __init__(self, name: str, model: str, layers: str | int, device: str | None,
                  batch_size: int) -> None:
         self.name, self.batch_size = name, batch_size
+        # resolved here, so that an error names the pipe's config key, not the command's flag
+        device = resolve_device(device, cpu_setting='config={"device": "cpu"}')
         self.embedder = Embedder.from_pretrained(model, device=device, batch_size=batch_size)
         self.mix = layer_mix(layers, self.embedder.model.num_layers)
 

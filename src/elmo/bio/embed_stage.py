@@ -17,10 +17,8 @@ run resumes where it stopped; the files are assembled from it at the end.
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,10 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
-from elmo.bio.layout import RemappedProtein, StageRun
+from elmo.bio.layout import StagePlan, StageRun, proteins_digest
 from elmo.bio.seqvec import SeqVecEmbedder
 from elmo.embed import Embedder
+from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output
 from elmo.io.hdf5_output import NEW_FILE, PartialOutput
 from elmo.memory import DeviceMemoryError
@@ -42,16 +41,41 @@ PARTIAL = ".embed.partial"
 logger = logging.getLogger(__name__)
 
 
+def embed_outputs(options: dict[str, Any]) -> dict[str, str]:
+    """The output parameters the stage adds: name -> its file in the stage's directory."""
+    files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
+             REDUCED: options["reduce"]}
+    return {name: f"{name}.h5" for name, on in files.items() if on}
+
+
+def check_embed_stage(plan: StagePlan) -> None:
+    """What the options must agree on."""
+    options, where = plan.options, plan.where
+    if options["discard_per_amino_acid_embeddings"] and not options["reduce"]:
+        raise ElmoError(f"{where('discard_per_amino_acid_embeddings')}: with "
+                        "discard_per_amino_acid_embeddings the stage would write nothing; also "
+                        "set 'reduce: True'")
+    if options["use_cpu"] and options["device"] not in (None, "cpu"):
+        raise ElmoError(f"{where('use_cpu')}: use_cpu and device {options['device']!r} "
+                        "disagree; keep one")
+    if options["max_amino_acids"] < 1:
+        raise ElmoError(f"{where('max_amino_acids')}: max_amino_acids is the most residues in "
+                        "a batch, a whole number >= 1")
+    if (options["weights_file"] is None) != (options["options_file"] is None):
+        raise ElmoError(f"{where()}: give both weights_file and options_file (or "
+                        "model_directory, or neither for the released seqvec)")
+
+
 def run_embed_stage(run: StageRun) -> dict[str, str]:
     """Embed the proteins as the stage's options say; returns the output parameters it adds
     (the paths of the files written)."""
     stage_dir, options, proteins = run.directory, run.options, run.proteins
     seqvec = _seqvec(options)
-    files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
-             REDUCED: options["reduce"]}
+    files = embed_outputs(options)
     dtype = np.float16 if options["half_precision"] else np.float32
-    identity = {"proteins_sha256": _proteins_digest(proteins), **seqvec.embedder.settings(),
-                "dtype": np.dtype(dtype).name, **{name: str(on) for name, on in files.items()}}
+    identity = {"proteins_sha256": proteins_digest(proteins), **seqvec.embedder.settings(),
+                "dtype": np.dtype(dtype).name,
+                **{name: str(name in files) for name in (EMBEDDINGS, REDUCED)}}
     partial = PartialOutput(stage_dir / PARTIAL, identity)
     if partial.done:
         logger.info("%s: resuming; %d of %d proteins were embedded before", stage_dir.name,
@@ -74,7 +98,7 @@ def run_embed_stage(run: StageRun) -> dict[str, str]:
                     attrs[f"{name}/{protein.key}"] = {"original_id": protein.record.id}
             partial.save(part[-1][0] + 1, datasets, attrs)
             bar.update(sum(len(p.record.sequence) for _, p in part))
-    written = {name: str(stage_dir / f"{name}.h5") for name, on in files.items() if on}
+    written = {name: str(stage_dir / file) for name, file in files.items()}
     for name, path in written.items():
         _assemble(partial, name, Path(path))
     shutil.rmtree(partial.path)
@@ -95,22 +119,14 @@ def _seqvec(options: dict[str, Any]) -> SeqVecEmbedder:
                           max_tokens=options["max_amino_acids"], **files)
 
 
-def _stored(layers: np.ndarray, files: dict[str, bool], dtype: type) -> list[tuple[str, Any]]:
+def _stored(layers: np.ndarray, files: dict[str, str], dtype: type) -> list[tuple[str, Any]]:
     """What each file stores of a protein's layers."""
     stored = []
-    if files[EMBEDDINGS]:
+    if EMBEDDINGS in files:
         stored.append((EMBEDDINGS, layers.astype(dtype)))
-    if files[REDUCED]:
+    if REDUCED in files:
         stored.append((REDUCED, SeqVecEmbedder.reduce_per_protein(layers).astype(dtype)))
     return stored
-
-
-def _proteins_digest(proteins: Sequence[RemappedProtein]) -> str:
-    digest = hashlib.sha256()
-    for protein in proteins:
-        digest.update(f"{protein.key}\t{protein.record.id}\t{protein.record.sequence}\n"
-                      .encode())
-    return digest.hexdigest()
 
 
 def _assemble(partial: PartialOutput, name: str, path: Path) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from elmo import layer_choice
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS, tokenizers_described
 
 MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
               "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
@@ -30,9 +31,27 @@ def add_overwrite(p: argparse.ArgumentParser) -> None:
 
 
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
-                   help="how lines become tokens (default: the one MODEL was trained with, "
-                   "recorded in its run.json by `elmo train`; else whitespace)")
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None,
+                   help=f"how lines become tokens ({tokenizers_described()}; default: the one "
+                   "MODEL was trained with, recorded in its run.json by `elmo train`; else "
+                   "whitespace)")
+
+
+def add_layers(p: argparse._ActionsContainer, what: str) -> None:
+    """--layers, a layer choice (`elmo.layer_choice`; default all), checked as it is parsed;
+    `what`: what it decides."""
+    p.add_argument("--layers", type=_layer_choice, default="all",
+                   metavar="|".join(kind.form for kind in layer_choice.LAYER_CHOICES),
+                   help=f"{what}: {layer_choice.forms_help()}. Default: all")
+
+
+def _layer_choice(text: str) -> str:
+    """`text` once a layer choice accepts it (argparse prints the message with the option)."""
+    try:
+        layer_choice.parse_layer_choice(text)
+    except layer_choice.LayerChoiceError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def add_quantize(p: argparse.ArgumentParser) -> None:

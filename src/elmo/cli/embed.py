@@ -8,6 +8,7 @@ import os
 from elmo.cli import embed_ray
 from elmo.cli.common import (
     MODEL_HELP,
+    add_layers,
     add_official_pair,
     add_overwrite,
     add_quantize,
@@ -15,7 +16,7 @@ from elmo.cli.common import (
     model_files,
 )
 from elmo.device import PRECISIONS
-from elmo.embed import BATCH_SIZE, LAYER_MODES, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
+from elmo.embed import BATCH_SIZE, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
 from elmo.embed_file import INPUT_FORMATS, POOL_MODES, EmbedFileOptions
 from elmo.io.fasta import FASTA_KEYS
 from elmo.io.textfile import ENCODING_ERRORS
@@ -47,9 +48,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
     add_official_pair(p)
     layers = p.add_mutually_exclusive_group()
-    layers.add_argument("--layers", choices=LAYER_MODES, default="all",
-                        help="all: (L+1, n, 2P) per line; top, average or sum (SeqVec's "
-                        "per-residue vectors): (n, 2P). Default: all")
+    add_layers(layers, "what each line's dataset keeps of its layers (D = 2P)")
     for mode in ("all", "top", "average"):
         layers.add_argument(f"--{mode}", dest="layers", action="store_const", const=mode,
                             help=f"--layers {mode}")
@@ -83,6 +82,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help="fp32 (TF32 off); tf32: CUDA products in TF32; bf16: bfloat16 autocast. "
                    "On a GPU tf32 and bf16 are 1.4-1.8x faster for large models, within "
                    "~4e-4 and ~4e-3 (relative) of fp32 (docs/speed.md). Default: fp32")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay CUDA graphs of the LSTM for batches of at most 8,192 padded "
+                   "positions (stateless, on CUDA; no effect on the CPU). Default: off, eager "
+                   "was as fast or faster in every run measured (docs/speed.md)")
     p.add_argument("--stateful", action="store_true",
                    help="the original's protocol: file order, batches of --batch-size, "
                    "LSTM state carried per batch row (reproduces its numbers)")
@@ -130,8 +133,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         layers=args.layers, pool=args.pool, dtype=args.dtype, tokenizer=args.tokenizer,
         batch_size=args.batch_size, max_tokens=args.max_tokens, device=args.device,
         quantize=args.quantize, precision=args.precision, stateful=args.stateful,
-        format=args.format, encoding_errors=args.encoding_errors, num_shards=args.num_shards,
-        shard_index=shard_index, overwrite=args.overwrite,
+        cuda_graphs=args.cuda_graphs, format=args.format, encoding_errors=args.encoding_errors,
+        num_shards=args.num_shards, shard_index=shard_index, overwrite=args.overwrite,
         forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
         fasta_keys=args.fasta_keys, progress=not args.quiet)
     embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())

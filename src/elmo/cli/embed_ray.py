@@ -66,7 +66,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     model, inputs, output = args.paths
     settings = EmbedSettings(layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
                              batch_size=args.batch_size, max_tokens=args.max_tokens,
-                             device=args.device, quantize=args.quantize)
+                             device=args.device, quantize=args.quantize,
+                             cuda_graphs=args.cuda_graphs)
     done = embed_files(
         model, inputs, output, settings, encoding_errors=args.encoding_errors,
         format=args.format, workers=args.workers,

@@ -19,6 +19,8 @@ from elmo.loading.load import load_model
 from elmo.loading.publish import EXPORT_FORMATS, export_names, push_to_hub, save_model
 from elmo.loading.resolve import resolve_model
 
+FORMAT_CHOICES = sorted([*EXPORT_FORMATS, "onnx"])
+
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
@@ -37,8 +39,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("out_dir", metavar="OUTDIR", help="a directory, or hf:OWNER/REPO")
-    p.add_argument("--format", choices=sorted([*EXPORT_FORMATS, "onnx"]), default=None,
-                   help="default: bilm-tf for a directory; a Hub repo gets native")
+    p.add_argument("--format", choices=FORMAT_CHOICES, default=None,
+                   help="default: onnx for an OUTDIR ending in .onnx, bilm-tf for any other "
+                   "directory; a Hub repo gets native")
     add_overwrite(p)
     export_onnx.add_arguments(p)
     hub = p.add_argument_group("publishing to the Hub (OUTDIR hf:OWNER/REPO)")
@@ -63,17 +66,29 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if hub_options:
         parser.error(f"{', '.join(hub_options)} apply to OUTDIR hf:OWNER/REPO only")
     if export_onnx.wants_onnx(args):
-        return export_onnx.run(args)
-    if args.layers != "all":
-        parser.error("--layers applies to --format onnx only")
-    fmt = args.format or BILM_TF.name
-    files = resolve_model(args.model).local()
-    model_path = [args.model] if Path(args.model).exists() else []
-    with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
-                      directory_of=export_names(files, fmt)) as out_dir:
-        written = save_model(load_model(files), out_dir, fmt, exported_from=str(args.model))
-    print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+        fmt, written = "onnx", [export_onnx.write(args)]
+    else:
+        if args.layers != "all":
+            parser.error("--layers applies to --format onnx only")
+        fmt = args.format or BILM_TF.name
+        files = resolve_model(args.model).local()
+        model_path = [args.model] if Path(args.model).exists() else []
+        with claim_output(args.out_dir, inputs=model_path, overwrite=args.overwrite,
+                          directory_of=export_names(files, fmt)) as out_dir:
+            written = save_model(load_model(files), out_dir, fmt, exported_from=str(args.model))
+    print(f"wrote {fmt}{_default_chosen(args, fmt)}: " + ", ".join(str(p) for p in written),
+          file=sys.stderr)
     return 0
+
+
+def _default_chosen(args: argparse.Namespace, fmt: str) -> str:
+    """Why `fmt` was written when --format was left out (OUTDIR's suffix): '' otherwise."""
+    if args.format is not None:
+        return ""
+    rule = "OUTDIR ends in .onnx" if fmt == "onnx" else "the default for an OUTDIR not " \
+        "ending in .onnx"
+    others = " or ".join(f for f in FORMAT_CHOICES if f != fmt)
+    return f" ({rule}; --format {others} for another)"
 
 
 def _publish(args: argparse.Namespace) -> int:

@@ -6,8 +6,15 @@ import argparse
 import sys
 from dataclasses import fields
 
-from elmo.cli.common import MODEL_HELP, add_official_pair, add_quantize, add_tokenizer, model_files
-from elmo.embed_file import LAYER_MODES, EmbedSettings
+from elmo.cli.common import (
+    MODEL_HELP,
+    add_layers,
+    add_official_pair,
+    add_quantize,
+    add_tokenizer,
+    model_files,
+)
+from elmo.embed_file import EmbedSettings
 from elmo.extras import import_extra
 from elmo.loading.resolve import DEFAULT_MODEL
 from elmo.serve.limits import ServeLimits
@@ -37,9 +44,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     for limit in fields(ServeLimits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        metavar="N", help=f"{limit.metadata['help']} (default {limit.default:,})")
-    p.add_argument("--layers", choices=LAYER_MODES, default="all",
-                   help="/embed_all's answer when the request does not say: all: (L+1, n, 2P) "
-                   "per input; top or average: (n, 2P). Default: all")
+    add_layers(p, "/embed_all's answer when the request does not say (D = 2P)")
     add_tokenizer(p)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
                    "available, else cpu)")

@@ -7,7 +7,7 @@ import dataclasses
 
 from elmo.config import PRESETS
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS, tokenizers_described
 from elmo.training.config import (
     DEFAULT_LR,
     DEFAULT_PREFETCH,
@@ -42,8 +42,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                       "(default: none, the last model is kept)")
     data.add_argument("--out", required=True, metavar="DIR",
                       help="run directory, created when training starts; required")
-    data.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
-                      help="how lines become tokens (default whitespace)")
+    data.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+                      help=f"how lines become tokens ({tokenizers_described()}; default "
+                      "whitespace)")
     data.add_argument("--vocab", metavar="FILE",
                       help="bilm-tf vocabulary file (default: built from the training files)")
     data.add_argument("--min-count", type=int, default=1, metavar="N",

@@ -11,7 +11,7 @@ from elmo.data.corpus import expand_paths
 from elmo.errors import InputFileError
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import STDIN, is_stdin
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 from elmo.training.prepare import CorpusStats, scan_corpus
 from elmo.vocab import Vocabulary
 
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--train", nargs="+", required=True, metavar="PATH")
     p.add_argument("--out", required=True, metavar="FILE",
                    help=f"vocabulary file to write ('{STDIN}': stdout)")
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
                    help="how lines become tokens (default whitespace)")
     add_overwrite(p)
     p.add_argument("--min-count", type=int, default=1, help="keep words seen this often")

@@ -109,12 +109,13 @@ def _make_parent(directory: Path) -> None:
 def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
     """An exclusive lock on `path` among our processes: the file PATH.lock, held with flock
     and removed on exit (a killed holder's lock is released by the kernel). Held by another
-    process: ElmoError "another process is writing PATH", or with `wait`, wait for it."""
+    process: ElmoError "another process is writing PATH", or with `wait`, wait for it. A
+    link at PATH.lock is refused, not followed."""
     path = Path(path)
     lock_path = path.with_name(path.name + ".lock")
     while True:
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as err:
             raise ElmoError(f"cannot write {path}: {err.strerror} (choose an output in a "
                             "directory you can write)") from None

@@ -22,6 +22,7 @@ from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME
 from elmo.loading.formats.registry import FORMATS, NATIVE, ModelFormat
 from elmo.loading.load import LoadedModel, load_model
 from elmo.loading.resolve import ModelFiles
+from elmo.tokenize import TOKENIZERS
 
 # The formats a model can be written in, by name.
 EXPORT_FORMATS: dict[str, ModelFormat] = {name: f for name, f in FORMATS.items()
@@ -30,7 +31,6 @@ PROSE_CARD = "MODEL_CARD.md"  # a shipped model's card, in Markdown
 README = "README.md"
 TAGS = ["elmo", "bilm", "contextual-embeddings", "feature-extraction"]
 EXAMPLES = {"en": "We sat on the river bank .", "zh": "我们坐在河岸上。"}  # the card's example
-EXTRA_OF = {"jieba": ("zh",), "moses": ("moses",)}  # the extras a tokenizer needs
 
 
 def export_names(files: ModelFiles, fmt: str) -> tuple[str, ...]:
@@ -179,7 +179,8 @@ def model_card(loaded: LoadedModel, name: hf_hub.HubName, *, revision: str | Non
 def _usage(model: str, tokenizer: str | None, language: str) -> str:
     """How to load `model` (a Hub name): the command, and Python that splits an example
     sentence in `language` with the model's recorded `tokenizer` (None: whitespace)."""
-    extras = ",".join(["hub", *(EXTRA_OF.get(tokenizer or "", ()))])
+    kind = TOKENIZERS.get(tokenizer or "")
+    extras = ",".join(["hub", *([kind.extra] if kind and kind.extra else [])])
     split = f"the `{tokenizer}` tokenizer, as in training" if tokenizer \
         else "whitespace (the model records no tokenizer)"
     return (f"Load it with the `elmo` package (`pip install 'elmo-bilm[{extras}]'`); text is "

@@ -24,7 +24,6 @@ branch in each of the two.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
@@ -44,6 +43,7 @@ from elmo.loading.formats.registry import (
     format_of_files,
     formats_described,
 )
+from elmo.loading.formats.untrusted import read_json
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.runs import TASK, run_kind
 
@@ -140,7 +140,7 @@ class ModelFiles:
                              (self.directory / CARD_NAME, ("tokenizer",))):
             if record.is_file():
                 try:
-                    value = json.loads(record.read_text(encoding="utf-8"))
+                    value = read_json(record)
                     for key in keys:
                         value = value[key]
                     return value

@@ -13,7 +13,7 @@ from torch import nn
 from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.modules.cuda_graphs import LSTMGraphs
+from elmo.modules.cuda_graphs import CUDA_GRAPHS, LSTMGraphs
 from elmo.modules.lstm import LSTMState, StackedLSTM
 from elmo.modules.quantize import check_quantize, quantize_linears_, warn_if_int8_is_slow
 
@@ -92,8 +92,8 @@ class BiLM(nn.Module):
         self.token_encoder = CharCNNEncoder(config)
         self.lstm = StackedLSTM(config)
         self.stateful = False
-        # Stateless inference on CUDA replays CUDA graphs of the LSTM stacks (False: eager).
-        self.cuda_graphs = True
+        # True: stateless inference on CUDA replays CUDA graphs of the LSTM stacks
+        self.cuda_graphs = CUDA_GRAPHS
         self._graphs = LSTMGraphs(self.lstm)
         self.quantization: str | None = None  # "int8" once `quantize_` has run
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order

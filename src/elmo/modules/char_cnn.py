@@ -10,7 +10,6 @@ from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
 from elmo.modules import onednn
 
-N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
 # Fewer rows than this take other matmul and convolution kernels, whose last bits differ (CPU,
 # torch 2.13: 1-15 rows differ, 16 and more agree). Smaller groups are padded to it, so that a
 # token's vector does not depend on how many tokens are encoded with it.
@@ -42,11 +41,10 @@ class CharCNNEncoder(nn.Module):
         super().__init__()
         self.config = config
         vocab = config.token_encoder == "vocab"
-        n_char_ids = len(config.char_vocab) + 1 if vocab else N_CHAR_IDS
         # The id of padding inside a word (ids are shifted by +1: 0 marks an absent token).
         self.pad_id = config.char_vocab.index("<pad>") + 1 if vocab else PAD_CHAR + 1
         self.n_chars = config.max_characters_per_token
-        self.char_embedding = nn.Embedding(n_char_ids, config.char_embed_dim, padding_idx=0)
+        self.char_embedding = nn.Embedding(config.n_char_ids, config.char_embed_dim, padding_idx=0)
         self.word_embedding = nn.Embedding(len(config.word_vocab) + 1, config.word_embed_dim,
                                            padding_idx=0) if config.word_embed_dim else None
         self.convolutions = nn.ModuleList(

@@ -14,7 +14,7 @@ from elmo.config import check_fields
 from elmo.device import PRECISIONS
 from elmo.errors import raise_failed
 from elmo.modules.language_model import SOFTMAX_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "slanted-triangular")
@@ -102,7 +102,7 @@ class TrainConfig:
              "give a preset or a model to continue from (--init-from), not both"),
             (self.lstm_clip or self.init_from is None,
              "--no-lstm-clip concerns a new model: a continued one keeps its own clipping"),
-            (self.tokenizer in TOKENIZER_NAMES, f"tokenizer must be one of {TOKENIZER_NAMES}"),
+            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {tuple(TOKENIZERS)}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision is None or self.precision in PRECISIONS,
              f"precision must be one of {PRECISIONS}"),
