@@ -166,8 +166,9 @@ class CuDNNBackend(LSTMBackend):
 
     Rows of all T positions (`lengths` None) run as they are, with fixed shapes; with lengths,
     the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
-    host: a CUDA graph cannot capture that call). Under autocast torch casts the weights
-    (cuDNN's flat buffer) to the autocast dtype; the final cell state is kept in float32.
+    host: a CUDA graph cannot capture that call). The weights and the initial state are cast
+    to the input's dtype (under autocast, the autocast dtype); the final cell state is kept
+    in float32, as `lstm_cell` keeps it.
     """
 
     def __init__(self, layer: nn.Module) -> None:
