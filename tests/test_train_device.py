@@ -102,10 +102,10 @@ def test_tf32_is_fp32_on_the_cpu_said_once_and_set_for_the_training_steps_only(
     tmp_path, monkeypatch, capsys
 ):
     train, valid = write_corpus(tmp_path)
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
 
-    def tf32() -> tuple[str, str]:  # torch's settings for CUDA matmuls, cuDNN convolutions
-        return matmul.fp32_precision, conv.fp32_precision
+    def tf32() -> tuple[str, str, str]:  # CUDA matmuls, cuDNN convolutions and LSTMs
+        return matmul.fp32_precision, cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision
 
     before, seen = tf32(), {"step": [], "eval": []}
     real_step, real_eval = Trainer._train_step, trainer_module.evaluate_perplexity
@@ -122,14 +122,14 @@ def test_tf32_is_fp32_on_the_cpu_said_once_and_set_for_the_training_steps_only(
     monkeypatch.setattr(trainer_module, "evaluate_perplexity", eval_spy)
     options = dict(max_steps=4, eval_every=2, softmax="sampled", num_samples=12)
     Trainer(tiny_config(train, valid, precision="tf32", **options), tmp_path / "tf32").run()
-    assert seen == {"step": [("tf32", "tf32")] * 4, "eval": [("ieee", "ieee")] * 2}
+    assert seen == {"step": [("tf32",) * 3] * 4, "eval": [("ieee",) * 3] * 2}
     assert tf32() == before
     err = capsys.readouterr().err
     assert err.count("--precision tf32 concerns CUDA matmuls: on cpu the run computes in "
                      "fp32") == 1
     seen["step"].clear()
     run(tiny_config(train, valid, precision="fp32", **options), tmp_path / "fp32")
-    assert seen["step"] == [("ieee", "ieee")] * 4
+    assert seen["step"] == [("ieee",) * 3] * 4
     assert_identical(run_files(tmp_path / "tf32"), run_files(tmp_path / "fp32"))
 
 
