@@ -168,7 +168,8 @@ class CuDNNBackend(LSTMBackend):
     the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
     host: a CUDA graph cannot capture that call). The weights and the initial state are cast
     to the input's dtype (under autocast, the autocast dtype); the final cell state is kept
-    in float32, as `lstm_cell` keeps it.
+    in float32, as `lstm_cell` keeps it. cuDNN takes fp16, fp32 and fp64 only: in bf16 torch
+    runs its own CUDA LSTM kernels (a loop in C++: no step loop in Python either).
     """
 
     def __init__(self, layer: nn.Module) -> None:
