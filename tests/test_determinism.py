@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -29,8 +25,13 @@ from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.stream import BatchEncoder, CandidateSampler, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
-from tests.conftest import REPO
-from tests.helpers.training import assert_identical, run_files, train_args, write_corpus
+from tests.helpers.training import (
+    assert_identical,
+    elmo_killed,
+    run_files,
+    train_args,
+    write_corpus,
+)
 
 # Large enough batches that the parallel CPU kernels run: an index backward of at least
 # 32,768 elements (torch's grain size) uses atomic adds when there are 2 threads.
@@ -84,24 +85,6 @@ def test_two_runs_of_the_same_command_are_bitwise_identical(tmp_path, n_threads)
     assert_identical(run_files(tmp_path / "b"), run_files(tmp_path / "a"))
 
 
-def elmo_train(args: list[str], n_threads: int, kill_when: Callable[[], bool]) -> None:
-    """`python -m elmo train ...` in a subprocess with `n_threads` torch threads, killed with
-    SIGKILL as soon as `kill_when()` is True (which must happen before the run ends)."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(n_threads),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "elmo", *args], env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while not kill_when():
-            assert proc.poll() is None, "the run ended before the moment to kill it"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
 @pytest.mark.parametrize("n_threads, prefetch", [(1, 0), (2, 3)],
                          ids=["1-thread", "2-threads-prefetch-3"])
 def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads,
@@ -121,9 +104,9 @@ def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_p
         path = killed / CHECKPOINT_NAME
         return read_checkpoint_meta(path)["step"] if path.exists() else 0
 
-    elmo_train(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
+    elmo_killed(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
     assert checkpoint_step() == 0
-    elmo_train(args, n_threads, kill_when=lambda: checkpoint_step() >= 12)
+    elmo_killed(args, n_threads, kill_when=lambda: checkpoint_step() >= 12)
     assert 12 <= checkpoint_step() < 24
     with threads(n_threads):
         assert main(args) == 0  # the same command resumes and finishes

@@ -71,6 +71,18 @@ def test_a_toy_tokenizer_reaches_elmo_train_and_the_model_it_records(toy, tmp_pa
     assert Embedder.from_pretrained(out, device="cpu").tokenizer == "dashes"
 
 
+@pytest.mark.parametrize("command", [["vocab", "--out"], ["prepare-corpus", "--out"]])
+def test_a_toy_tokenizer_reaches_the_commands_that_read_a_corpus(toy, tmp_path, command):
+    (tmp_path / "train.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main([command[0], "--train", str(tmp_path / "train.txt"), command[1], str(out),
+                 "--tokenizer", "dashes", "--quiet"]) == 0
+    written = out if out.is_file() else out / "manifest.json"
+    assert written.is_file()
+    if command[0] == "vocab":
+        assert "-" in out.read_text(encoding="utf-8").split()
+
+
 def test_a_toy_tokenizer_reaches_the_model_card(toy, tmp_path):
     pytest.importorskip("huggingface_hub")
     from elmo.loading.publish import model_card

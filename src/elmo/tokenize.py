@@ -76,8 +76,10 @@ class TokenizerKind:
     module its back-end imports (`needs`, one of `elmo.extras.EXTRA_PACKAGES`: the model
     card's install line names its extra), whether its tokens are characters or words of a
     language written without spaces (`characters`: SQuAD-style scores then compare answers by
-    characters), and whether its tokens are the text's own characters in order with only white
-    space between (`keeps_text`: what span tasks need to cut answers from a passage)."""
+    characters), whether its tokens are the text's own characters in order with only white
+    space between (`keeps_text`: what span tasks need to cut answers from a passage), and the
+    language whose sentence splitter cuts a corpus's paragraphs before it tokenizes them
+    (`language`, a key of `elmo.io.sentences.SPLITTERS`)."""
 
     name: str
     description: str
@@ -85,6 +87,7 @@ class TokenizerKind:
     needs: str | None = None
     characters: bool = False
     keeps_text: bool = True
+    language: str = "en"
 
     @property
     def extra(self) -> str | None:
@@ -97,9 +100,9 @@ TOKENIZERS: dict[str, TokenizerKind] = {kind.name: kind for kind in (
     TokenizerKind("moses", "English Moses tokenization (sacremoses)", _Moses,
                   needs="sacremoses"),
     TokenizerKind("jieba", "Chinese word segmentation (jieba)", _Jieba, needs="jieba",
-                  characters=True),
+                  characters=True, language="zh"),
     TokenizerKind("chars", "every character but white space a token (character-level "
-                  "Chinese, proteins)", _Chars, characters=True),
+                  "Chinese, proteins)", _Chars, characters=True, language="zh"),
 )}
 TOKENIZER_NAMES: tuple[str, ...] = tuple(TOKENIZERS)  # the built-in ones (read TOKENIZERS)
 

@@ -12,7 +12,19 @@ from collections.abc import Sequence
 import torch
 
 from elmo import __version__
-from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
+from elmo.cli import (
+    analyze,
+    embed,
+    export,
+    info,
+    merge,
+    perplexity,
+    prepare_corpus,
+    serve,
+    task,
+    train,
+    vocab,
+)
 from elmo.cli import bio_embeddings as bio_embeddings_command
 from elmo.errors import ElmoError
 
@@ -21,6 +33,7 @@ SUBCOMMANDS = {
     "merge": merge,
     "train": train,
     "vocab": vocab,
+    "prepare-corpus": prepare_corpus,
     "perplexity": perplexity,
     "export": export,
     "task": task,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from elmo import layer_choice
+from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
 from elmo.loading.formats.registry import formats_described
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.quantize import QUANTIZE_MODES
@@ -30,11 +31,40 @@ def add_overwrite(p: argparse.ArgumentParser) -> None:
                    help="replace an existing output (default: refuse)")
 
 
+def add_input_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default=AUTO,
+                   help="how the text files are read: " + "; ".join(
+                       f"{k.name}: {k.description}" for k in INPUT_KINDS.values())
+                   + ". JSON lines and WikiExtractor paragraphs are split into sentences "
+                   "(English: sentencex; with --tokenizer jieba or chars: after 。！？). "
+                   "auto: each file as its name or first line says, text otherwise "
+                   "(default auto)")
+
+
+def add_vocab_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--vocab, or how the vocabulary is built from the training files."""
+    p.add_argument("--vocab", metavar="FILE",
+                   help="bilm-tf vocabulary file (default: built from the training files)")
+    p.add_argument("--min-count", type=int, default=1, metavar="N",
+                   help="building the vocabulary: keep words seen N times (default 1)")
+    p.add_argument("--max-vocab", type=int, metavar="N",
+                   help="building the vocabulary: keep the N most frequent words "
+                   "(default: all)")
+
+
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", choices=TOKENIZERS, default=None,
                    help=f"how lines become tokens ({tokenizers_described()}; default: the one "
                    "MODEL was trained with, recorded in its run.json by `elmo train`; else "
                    "whitespace)")
+
+
+def add_corpus_tokenizer(p: argparse._ActionsContainer, note: str = "") -> None:
+    """--tokenizer of a command that reads a corpus (default whitespace); `note`: what else
+    the help says."""
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+                   help=f"how lines become tokens ({tokenizers_described()}; default "
+                   f"whitespace){note}")
 
 
 def add_layers(p: argparse._ActionsContainer, what: str) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_vocab_options
 from elmo.config import PRESETS
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
-from elmo.tokenize import TOKENIZERS, tokenizers_described
 from elmo.training.config import (
     DEFAULT_LR,
     DEFAULT_PREFETCH,
@@ -24,9 +24,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="pretrain a biLM on a corpus, or continue training one",
-        description="Train a biLM on text files (one sentence per line, plain or .gz, globs "
-        "allowed), streamed. OUT, created once training starts, receives elmo-run.json (it "
-        "marks a pretraining run), vocab.txt, run.json, "
+        description="Train a biLM on a corpus, streamed: text files (one sentence per line, "
+        "plain or .gz, globs allowed), JSON lines, WikiExtractor's output (see --input-format), "
+        "or a corpus prepared by `elmo prepare-corpus` (the same batches, from token ids). "
+        "OUT, created once training starts, receives elmo-run.json (it marks a pretraining "
+        "run), vocab.txt, run.json, "
         "checkpoint.safetensors, metrics.jsonl and the model (config.json + model.safetensors, "
         "softmax included: the best on --valid, else the last), which `elmo embed OUT ...` "
         "loads. Run the same command again to resume after an interruption: with the same "
@@ -36,22 +38,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     data = p.add_argument_group("data")
     data.add_argument("--train", nargs="+", required=True, metavar="PATH",
-                      help="training files or glob patterns (quote globs); required")
+                      help="training files or glob patterns (quote globs), a folder of "
+                      "WikiExtractor's wiki_NN files, or a prepared corpus folder; required")
     data.add_argument("--valid", metavar="PATH",
                       help="validation text: perplexity every --eval-every steps, best model "
                       "(default: none, the last model is kept)")
     data.add_argument("--out", required=True, metavar="DIR",
                       help="run directory, created when training starts; required")
-    data.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
-                      help=f"how lines become tokens ({tokenizers_described()}; default "
-                      "whitespace)")
-    data.add_argument("--vocab", metavar="FILE",
-                      help="bilm-tf vocabulary file (default: built from the training files)")
-    data.add_argument("--min-count", type=int, default=1, metavar="N",
-                      help="building the vocabulary: keep words seen N times (default 1)")
-    data.add_argument("--max-vocab", type=int, metavar="N",
-                      help="building the vocabulary: keep the N most frequent words "
-                      "(default: all)")
+    add_input_format(data)
+    add_corpus_tokenizer(data)
+    add_vocab_options(data)
     data.add_argument("--shuffle-window", type=int, default=0, metavar="N",
                       help="shuffle sentences within windows of N (default 0: file order)")
 

@@ -13,6 +13,7 @@ from typing import Any
 from elmo.config import check_fields
 from elmo.device import PRECISIONS
 from elmo.errors import raise_failed
+from elmo.io.inputs import INPUT_FORMATS
 from elmo.modules.language_model import SOFTMAX_MODES
 from elmo.tokenize import TOKENIZERS
 
@@ -35,8 +36,11 @@ RESUMABLE_CHANGES = frozenset({
 class TrainConfig:
     """Options of `elmo train`; `None` means "derive it" (see each field)."""
 
-    train: list[str] = field(default_factory=list)  # files or glob patterns, plain or .gz
+    # Files, glob patterns, a WikiExtractor folder (plain or .gz), or a prepared corpus.
+    train: list[str] = field(default_factory=list)
     valid: str | None = None  # held-out text for perplexity and best-model selection
+    # The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a name.
+    input_format: str = "auto"
     # Model.
     preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
     init_from: str | None = None  # continue training this model (architecture from it)
@@ -103,6 +107,7 @@ class TrainConfig:
             (self.lstm_clip or self.init_from is None,
              "--no-lstm-clip concerns a new model: a continued one keeps its own clipping"),
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {tuple(TOKENIZERS)}"),
+            (self.input_format in INPUT_FORMATS, f"input format must be one of {INPUT_FORMATS}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision is None or self.precision in PRECISIONS,
              f"precision must be one of {PRECISIONS}"),

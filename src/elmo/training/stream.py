@@ -21,16 +21,18 @@ import torch
 
 from elmo.chars import ByteIndexer, TokenIndexer
 from elmo.data.batching import Batch, BPTTBatcher, BPTTConfig
-from elmo.data.corpus import iter_sentences
+from elmo.data.prepared import open_corpus
 from elmo.errors import ElmoError
+from elmo.io.inputs import AUTO
 from elmo.modules.bilm import DistinctTokens
 from elmo.modules.softmax import SampledCandidates
-from elmo.tokenize import get_tokenizer
 from elmo.vocab import BOS, EOS, Vocabulary
 
 
 class TrainStream:
-    """Endless iterator of :class:`Batch` es of one rank, resumable with ``state_dict``."""
+    """Endless iterator of :class:`Batch` es of one rank, resumable with ``state_dict``, over
+    the corpus of `paths` (`elmo.data.prepared.open_corpus`: text files of any input kind, or
+    a prepared corpus, whose batches are the same as its text's)."""
 
     def __init__(
         self,
@@ -40,9 +42,9 @@ class TrainStream:
         config: BPTTConfig,
         rank: int = 0,
         world_size: int = 1,
+        input_format: str = AUTO,
     ) -> None:
-        self.paths = list(paths)
-        self.tokenizer = get_tokenizer(tokenizer)
+        self.corpus = open_corpus(paths, tokenizer, input_format)
         self.vocab, self.config = vocab, config
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
@@ -51,8 +53,7 @@ class TrainStream:
 
     def _new_batcher(self) -> BPTTBatcher:
         def sentences(start: int) -> Iterator[list[str]]:
-            return iter_sentences(self.paths, self.tokenizer, rank=self.rank,
-                                  world_size=self.world_size, start=start)
+            return self.corpus.sentences(self.rank, self.world_size, start)
 
         config = replace(self.config, seed=self.config.seed + self.epoch)
         return BPTTBatcher(sentences, self.vocab, config)

@@ -81,7 +81,6 @@ from elmo.runs import (
     claim_run_folder,
     restore_rng,
 )
-from elmo.tokenize import get_tokenizer
 from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import DEFAULT_PREFETCH, TrainConfig
 from elmo.training.distributed import World, init_world, resolve_device
@@ -262,7 +261,7 @@ class Trainer:
                           max_chars=lm.bilm.config.max_characters_per_token,
                           shuffle_window=cfg.shuffle_window, seed=cfg.seed)
         stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
-                             bptt, world.rank, world.world_size)
+                             bptt, world.rank, world.world_size, cfg.input_format)
         ahead = cfg.prefetch if cfg.prefetch is not None else (DEFAULT_PREFETCH if on_cuda else 0)
         sampler = CandidateSampler(len(self.vocab), cfg.num_samples, cfg.seed, world.rank) \
             if lm.softmax_mode == "sampled" else None
@@ -444,8 +443,8 @@ class Trainer:
     def _evaluate(self) -> PerplexityTotals:
         """Validation perplexity (each rank scores its share); keeps the best model."""
         cfg, world = self.config, self.world
-        sentences = iter_sentences(expand_paths([cfg.valid]), get_tokenizer(cfg.tokenizer),
-                                   rank=world.rank, world_size=world.world_size)
+        sentences = iter_sentences(expand_paths([cfg.valid]), cfg.tokenizer, rank=world.rank,
+                                   world_size=world.world_size, input_format=cfg.input_format)
         with tf32_allowed(False):
             totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
         sums = world.sum(torch.tensor(
