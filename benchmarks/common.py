@@ -12,6 +12,7 @@ import gzip
 import json
 import math
 import os
+import platform
 import subprocess
 import tempfile
 import time
@@ -119,6 +120,26 @@ def machine_info() -> dict[str, Any]:
     return {"matmul_gflops": matmul_gflops(), "torch_threads": torch.get_num_threads(),
             "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "other_training_runs": others}
+
+
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+
+
+def cpu_info() -> dict[str, Any]:
+    """The CPU's model name, the vector instruction sets it has (of ISA_FLAGS), and the one
+    torch's kernels use."""
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:  # not Linux
+        pass
+    return {"cpu": cpu, "isa": [f for f in ISA_FLAGS if f in flags],
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def preset_name(config: BiLMConfig) -> str | None:

@@ -23,9 +23,14 @@ after each section, so what was measured is kept when `--minutes` runs out or th
    step takes and those the training thread spends on the CPU, the loss.
 4. Memory: peak device memory per token budget, the largest budget that fits (a linear fit of
    peak against budget, over the free memory), a 10,000-token input embedded.
+5. ELMo or BERT: benchmarks/elmo_vs_bert.py's table on the device (ELMo and Hugging Face BERT
+   in fp32, TF32 and bf16 on CoNLL-2003 and MSRA sentences; needs transformers and tokenizers,
+   and conll2003/ and msra-ner/ in `--data` or ../shared/data).
 
     python benchmarks/gpu.py --out OUT_DIR [--minutes 3] [--data DIR] [--fixtures DIR]
     python benchmarks/gpu.py --device cpu --quick --out OUT_DIR    # smoke run (tests)
+    python benchmarks/gpu.py --out OUT_DIR --skip correctness embedding memory training
+        # ELMo or BERT alone
 
 `--data` holds `wikitext2_test_1000.txt` (or WikiText-2's `test.txt`) for embedding and
 WikiText-2's `train.txt.gz` for training speed; default: ../shared/bench and
@@ -46,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import elmo_vs_bert
 import numpy as np
 import torch
 from common import (
@@ -545,6 +551,21 @@ def training(report: Report, device: torch.device, train_text: Path, quick: bool
             report.write()
 
 
+# ---- ELMo or BERT -----------------------------------------------------------------------------
+
+
+def elmo_or_bert(report: Report, device: torch.device, data: Path, quick: bool) -> None:
+    """benchmarks/elmo_vs_bert.py on the device: no ONNX Runtime, no memory children (the
+    rows hold the batch-1 pass's peak device memory); quick: one workload, tiny models."""
+    sizes = ["--quick", "--workloads", "conll2003"] if quick else \
+        ["--sentences", "512", "--latency-sentences", "64", "--repeats", "2"]
+    args = elmo_vs_bert.options(["--device", str(device), "--data", str(data), "--threads",
+                                 str(torch.get_num_threads()), "--memory-sentences", "0",
+                                 *sizes])
+    report.data["elmo_vs_bert"] = report.guarded("elmo vs bert", lambda: elmo_vs_bert.run(args))
+    report.write()
+
+
 # ---- the table -----------------------------------------------------------------------------
 
 
@@ -610,6 +631,8 @@ def markdown(data: dict[str, Any]) -> str:
             lines += [f"Profile of pretraining {name}, {key}:", "", "```", table, "```", ""]
     if data.get("memory"):
         lines += ["## Memory", "", "```", json.dumps(data["memory"], indent=1), "```", ""]
+    if data.get("elmo_vs_bert"):
+        lines += ["## ELMo or BERT", "", elmo_vs_bert.markdown(data["elmo_vs_bert"])]
     lines += ["Seconds each: " + ", ".join(f"{k} {v}" for k, v in
                                          (data.get("seconds_each") or {}).items()), ""]
     if data.get("errors") or data.get("skipped_for_time"):
@@ -629,7 +652,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, help="folder with the texts (see above)")
     parser.add_argument("--fixtures", type=Path, default=SHARED / "fixtures" / "bilm-tf")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["correctness", "embedding", "memory", "training"])
+                        choices=["correctness", "embedding", "memory", "training", "bert"])
     parser.add_argument("--presets", nargs="+", help="embedding presets (default: original "
                         "small; quick: tiny)")
     parser.add_argument("--budgets", nargs="+", type=int, help="embedding token budgets "
@@ -665,7 +688,8 @@ def main(argv: list[str] | None = None) -> None:
     budgets = args.budgets or ([256, 1024] if args.quick else [4096, 16384, 65536])
     runs = args.train_runs or [TrainRun.parse(r) for r in (
         QUICK_TRAIN_RUNS if args.quick else DEFAULT_TRAIN_RUNS)]
-    # In order of importance: the first preset's speed, memory, pretraining, the others.
+    # In order of importance: the first preset's speed, memory, pretraining, the others, ELMo
+    # or BERT.
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[:1], budgets)
     if "memory" not in args.skip:
@@ -674,6 +698,10 @@ def main(argv: list[str] | None = None) -> None:
         training(report, device, train_text, args.quick, runs, args.profile_runs)
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[1:], budgets)
+    if "bert" not in args.skip:
+        bert_data = args.data if args.data and (args.data / "conll2003").is_dir() \
+            else SHARED / "data"
+        elmo_or_bert(report, device, bert_data, args.quick)
     report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)
     report.write()
     print((args.out / "gpu.md").read_text())

@@ -60,6 +60,10 @@ def test_gpu_benchmark_quick_on_the_cpu(gpu_data, tmp_path):
                and r["gpu_busy"] is None and r["train_loss"] > 0 for r in training)  # CPU
     assert report["memory"]["long_input"]["tokens"] == 200
     assert "| tiny |" in (out / "gpu.md").read_text()
+    bert = report["elmo_vs_bert"]  # the device's runtimes, here the CPU's
+    assert {(r["model"], r["runtime"]) for r in bert["rows"]} == {
+        ("elmo tiny", "elmo"), *(("bert-tiny", r) for r in ("hf eager", "hf sdpa", "onnxruntime"))}
+    assert "memory" not in bert and "## ELMo or BERT" in (out / "gpu.md").read_text()
 
 
 @pytest.mark.slow
