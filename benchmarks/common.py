@@ -218,7 +218,8 @@ def oov_stats(path: Path, vocab: Vocabulary, tokenizer: str = "whitespace") -> d
 
 
 class TimedTrainer(Trainer):
-    """The real Trainer; also records when each step ended and how many tokens it had."""
+    """The real Trainer; also records when each step ended and how many tokens it had (on a
+    GPU, when the host had issued the step: synchronize to time the device)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -228,10 +229,10 @@ class TimedTrainer(Trainer):
     def _train_step(self, batch):  # type: ignore[no-untyped-def]
         if not self.step_ends:  # the first step's start: after setup
             self.step_ends.append(time.perf_counter())
-        loss_f, loss_b, n_tokens = super()._train_step(batch)
+        n_tokens = super()._train_step(batch)
         self.step_ends.append(time.perf_counter())
         self.step_tokens.append(n_tokens)
-        return loss_f, loss_b, n_tokens
+        return n_tokens
 
 
 @dataclass

@@ -88,8 +88,10 @@ def build_language_model(config: TrainConfig, vocab: Vocabulary) -> BiLanguageMo
             source.bilm.config, vocab_size=len(vocab), dropout=config.dropout
         )
     else:
+        unclipped = {} if config.lstm_clip else {"cell_clip": None, "proj_clip": None}
         bilm_config = BiLMConfig.preset(
-            config.preset or DEFAULT_PRESET, vocab_size=len(vocab), dropout=config.dropout
+            config.preset or DEFAULT_PRESET, vocab_size=len(vocab), dropout=config.dropout,
+            **unclipped,
         )
     lm = BiLanguageModel(BiLM(bilm_config), len(vocab), config.softmax, config.num_samples)
     if source is not None:
