@@ -31,7 +31,7 @@ test-flair:
 	test -x $(FLAIR_VENV)/bin/python || $(PY) -m venv $(FLAIR_VENV)
 	$(FLAIR_VENV)/bin/pip install -q torch==2.13.0
 	$(FLAIR_VENV)/bin/pip install -q -e '.[flair]' pytest
-	$(FLAIR_VENV)/bin/python -m pytest -q tests/test_flair.py tests/test_readme.py -k flair
+	$(FLAIR_VENV)/bin/python -m pytest -q tests/test_flair.py tests/test_readme.py tests/test_layer_choice.py -k flair
 
 # onnxruntime-node for examples/onnx-node's test in tests/test_onnx.py, where npm is installed;
 # without its CUDA files, which its install script would download from outside the registry

@@ -104,7 +104,7 @@ def test_invalid_utf8_names_file_and_line_and_leaves_nothing(tmp_path, model_dir
     "args, message",
     [
         (["embed", "MODEL", "missing.txt", "out.hdf5"], "input file not found"),
-        (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a released name"),
+        (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a Hugging Face Hub model"),
         (["embed", "EMPTYDIR", "in.txt", "out.hdf5"], "holds no model: a model is in one of"),
         (["embed", "--options", "OPTS", "in.txt", "out.hdf5"], "both --options and --weights"),
     ],

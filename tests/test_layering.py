@@ -140,3 +140,30 @@ def test_the_public_names_for_type_checkers_are_the_lazy_ones():
                  and getattr(node.test, "id", None) == "TYPE_CHECKING")
     for_checkers = {a.name: node.module for node in block.body for a in node.names}
     assert for_checkers == elmo.PUBLIC_NAMES
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No circle of imports between modules, type-only and deferred imports counted (a
+    package's `__init__`, which gathers names, is not a module imported here)."""
+    modules = {".".join(("elmo", *p.relative_to(SRC).with_suffix("").parts)): p
+               for p in SRC.rglob("*.py") if p.name != "__init__.py"}
+
+    def module_of(name: str) -> str | None:  # `a.b.NAME` -> the module `a.b`
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    imports = {m: {module_of(i) for _, i in imported_modules(p)} - {None, m}
+               for m, p in modules.items()}
+    circles = set()
+    for start in modules:  # depth-first from each module, back to it
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            module, path = stack.pop()
+            for imported in imports[module]:
+                if imported == start:
+                    circles.add(" -> ".join((*path, start)))
+                elif imported not in seen:
+                    seen.add(imported)
+                    stack.append((imported, (*path, imported)))
+    assert not circles, "\n".join(sorted(circles))

@@ -74,7 +74,7 @@ def test_embed_rows_equal_the_embedder(ray_session, model_dir, layers):
 def test_a_model_that_cannot_be_loaded_fails_the_actor_naming_it(ray_session, tmp_path):
     missing = tmp_path / "no-such-model"
     data = ray.data.from_items([{"text": "a b"}])
-    with pytest.raises(Exception, match=r"model '.*no-such-model' is neither a released name"):
+    with pytest.raises(Exception, match=r"'.*no-such-model' is neither a Hugging Face Hub model"):
         data.map_batches(Embed, fn_constructor_kwargs={"model": str(missing)},
                          compute=ray.data.ActorPoolStrategy(size=1)).materialize()
 
@@ -87,7 +87,7 @@ def test_a_block_reports_what_stopped_it(model_dir, tmp_path):
     block = {"name": np.array(["part-000000.parquet"]), "source": np.array([str(bad)]),
              "start": np.array([0]), "stop": np.array([2])}
     for model, message in ((model_dir, "bad.txt, line 2: not valid UTF-8"),
-                           (tmp_path / "gone", "gone' is neither a released name")):
+                           (tmp_path / "gone", "gone' is neither a Hugging Face Hub model")):
         done = BlockWriter(str(tmp_path), str(model), {})(block)
         assert message in done["error"][0] and done["lines"][0] == 0
     assert not list(tmp_path.glob("*part-*"))

@@ -34,21 +34,23 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0,
 
 
 def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:
-    """(holder, attribute, value with TF32, value without) for CUDA matmuls and cuDNN
-    convolutions: torch's `fp32_precision` settings where it has them (torch >= 2.9, where
-    the older `allow_tf32` flags warn, and reading them after the new settings were used is
-    an error), else the `allow_tf32` flags."""
+    """(holder, attribute, value with TF32, value without) for CUDA matmuls, cuDNN
+    convolutions and cuDNN's LSTM (the `cudnn` back end of training): torch's `fp32_precision`
+    settings where it has them (torch >= 2.9, where the older `allow_tf32` flags warn, and
+    reading them after the new settings were used is an error; cuDNN's RNNs allow TF32 by
+    default there), else the `allow_tf32` flags (cuDNN's covers its RNNs too)."""
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
     if hasattr(matmul, "fp32_precision"):
         return [(matmul, "fp32_precision", "tf32", "ieee"),
-                (cudnn.conv, "fp32_precision", "tf32", "ieee")]
+                (cudnn.conv, "fp32_precision", "tf32", "ieee"),
+                (cudnn.rnn, "fp32_precision", "tf32", "ieee")]
     return [(matmul, "allow_tf32", True, False), (cudnn, "allow_tf32", True, False)]
 
 
 @contextmanager
 def tf32_allowed(enabled: bool) -> Iterator[None]:
-    """Inside: CUDA matmuls and cuDNN convolutions may use TF32 if `enabled`, and may not
-    otherwise; the previous settings are restored on exit."""
+    """Inside: CUDA matmuls, cuDNN convolutions and cuDNN LSTMs may use TF32 if `enabled`,
+    and may not otherwise; the previous settings are restored on exit."""
     switches = _tf32_switches()
     before = [getattr(holder, name) for holder, name, _, _ in switches]
     for holder, name, on, off in switches:

@@ -33,6 +33,8 @@ EXTRA_PACKAGES = {
     "onnxruntime": ("onnxruntime", "onnx"),
     "flair": ("flair", "flair"),
     "spacy": ("spacy", "spacy"),
+    "transformers": ("transformers", "bench"),  # benchmarks/elmo_vs_bert.py only
+    "tokenizers": ("tokenizers", "bench"),
 }
 
 

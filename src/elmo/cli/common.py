@@ -9,14 +9,14 @@ from typing import Any
 
 from elmo.embedding.settings import EmbedSettings
 from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
-from elmo.loading.formats.registry import formats_described
-from elmo.loading.resolve import ModelFiles, resolve_model
+from elmo.loading.model_files import ModelFiles
+from elmo.loading.resolve import resolve_model, sources_described
 from elmo.tokenize import TOKENIZERS, tokenizers_described
 
-MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
-              "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
-              "(hf:OWNER/REPO[/SUB/DIR][@REVISION]), or a directory in one of the formats "
-              + formats_described())
+
+def model_help() -> str:
+    """What a MODEL may be, for help texts: one phrase per source of models."""
+    return sources_described()
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -8,12 +8,12 @@ import os
 
 from elmo.cli import embed_ray
 from elmo.cli.common import (
-    MODEL_HELP,
     add_official_pair,
     add_overwrite,
     add_setting,
     add_settings,
     model_files,
+    model_help,
     settings_given,
 )
 from elmo.embedding import Embedder, EmbedFileOptions
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'); "
         "a FASTA INPUT gets one dataset per record, named by its id. "
-        f"MODEL is {MODEL_HELP}; or give --options and --weights instead. Work is saved in "
+        f"MODEL is {model_help()}; or give --options and --weights instead. Work is saved in "
         "the directory OUTPUT.partial and OUTPUT assembled from it; the same command resumes a "
         "killed run. An existing OUTPUT "
         "is replaced only with --overwrite; a missing directory is created. AllenNLP's "

@@ -1,4 +1,4 @@
-"""`elmo export MODEL model.onnx` (or `--format onnx`): the ONNX branch of `elmo export`."""
+"""`elmo export MODEL model.onnx` (or `--format onnx`): the ONNX target of `elmo export`."""
 
 from __future__ import annotations
 

@@ -7,11 +7,11 @@ import sys
 from dataclasses import fields
 
 from elmo.cli.common import (
-    MODEL_HELP,
     add_official_pair,
     add_setting,
     add_settings,
     model_files,
+    model_help,
     settings_given,
 )
 from elmo.extras import import_extra
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         usage=USAGE,
         help="serve contextual vectors over HTTP (TEI's routes and OpenAI's /v1/embeddings)",
-        description=f"Serve MODEL (default: the shipped model; else {MODEL_HELP}) "
+        description=f"Serve MODEL (default: the shipped model; else {model_help()}) "
         "over HTTP: POST /embed_all (token vectors), /embed and / (one vector per input), "
         "/v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
         "(Prometheus). Concurrent requests are embedded together. The model loads after the "
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "extra: pip install 'elmo-bilm[serve]'.",
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
-                   help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
+                   help=f"{model_help()} (default: {DEFAULT_MODEL})")
     add_official_pair(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; 0.0.0.0 for every interface (default 127.0.0.1)")

@@ -61,6 +61,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                        "(default: none, a new --preset model)")
     model.add_argument("--dropout", type=float, default=0.1, metavar="P",
                        help="dropout probability (default 0.1)")
+    model.add_argument("--no-lstm-clip", dest="lstm_clip", action="store_false",
+                       help="a new model's LSTM clips neither its cell nor its projection "
+                       "(cell_clip and proj_clip null, which bilm-tf and AllenNLP read as no "
+                       "clipping): it trains through torch's own LSTM kernel, cuDNN on a GPU "
+                       "(default: clip at the preset's 3.0, as bilm-tf)")
     model.add_argument("--softmax", choices=SOFTMAX_MODES, default="auto",
                        help=f"auto: full up to {FULL_SOFTMAX_MAX_VOCAB:,} words, else sampled "
                        "(default auto)")
@@ -101,6 +106,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                      help="batches prepared ahead by a background thread (pinned memory on "
                      "CUDA); 0: none. Results do not depend on it "
                      f"(default: {DEFAULT_PREFETCH} on CUDA, 0 elsewhere)")
+    opt.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
+                     help="on CUDA, run every training step eagerly instead of replaying it "
+                     "from a CUDA graph (default: graphs; steps with padding, at the end of "
+                     "an epoch, run eagerly anyway). May change on resume")
     opt.add_argument("--deterministic", action="store_true",
                      help="use only deterministic torch kernels "
                      "(torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8), "

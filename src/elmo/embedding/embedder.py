@@ -21,7 +21,7 @@ from elmo.device import check_precision, computing_in, resolve_device
 from elmo.embedding.settings import batch_size_or_default
 from elmo.errors import ElmoError
 from elmo.loading.load import load_model
-from elmo.loading.resolve import ModelFiles
+from elmo.loading.model_files import ModelFiles
 from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.elmo import contextualize_words

@@ -73,6 +73,12 @@ class CharCNNEncoder(nn.Module):
         vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
         return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
 
+    def encode_all(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (N, C[+1]) -> (N, P) in one pass over all C char positions: the same
+        vectors as `forward`, with fixed shapes and nothing read back to the host (a device's
+        training step, which a CUDA graph can capture)."""
+        return self._encode(char_ids, self.n_chars)
+
     def _encode(self, ids: torch.Tensor, longest: int) -> torch.Tensor:
         """ids (N, C[+1]) whose tokens have at most `longest` chars before their padding ->
         (N, P).

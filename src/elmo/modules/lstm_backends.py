@@ -13,15 +13,25 @@ an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` 
   as 2 sigmoid(2x) - 1, and products large enough run through oneDNN's prepacked kernel.
 - "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`), whose kernel
   is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
+- "cudnn": training a layer without clipping. torch's own LSTM (`torch.nn.LSTM` with
+  `proj_size`: cuDNN on CUDA, ATen's loop on the CPU) runs each direction of the layer in one
+  call instead of the step loop; it cannot clip the cell or the projection, which is why it
+  serves unclipped layers only (`cell_clip` and `proj_clip` None, as bilm-tf's and AllenNLP's
+  options allow).
+
+A back end runs the layer with `run`: the step loop, called with itself, for all but "cudnn".
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from elmo.modules import onednn
 from elmo.modules.quantize import check_inference
@@ -68,6 +78,14 @@ class LSTMBackend:
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
         self.weights = {name: getattr(layer, f"{name}_weight") for name in WEIGHT_NAMES}
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The layer over x (D, B, T, I): `loop` (a step loop of `elmo.modules.lstm`), which
+        computes with this back end's products and cell ops -> (outputs, final state)."""
+        return loop(self.layer, self, x, lengths, state)
 
     def product(
         self, name: str, x: Tensor, add: Tensor | None = None, out: Tensor | None = None
@@ -134,18 +152,96 @@ class Int8Backend(LSTMBackend):
         return self.matrices[name](x, add, out, self.activation_bits[name])
 
 
+# torch's gate order (i, f, g, o) from ours (i, j, f, o): j is the candidate, torch's g.
+TORCH_GATE_ORDER = (0, 2, 1, 3)
+
+
+class CuDNNBackend(LSTMBackend):
+    """An unclipped layer through torch's LSTM kernel, the one `torch.nn.LSTM(proj_size=P)`
+    calls (`torch.lstm`), once per direction: cuDNN on CUDA, ATen's own loop on the CPU. The
+    same cell as `lstm_cell` without clips: torch's gates are ours reordered
+    (`TORCH_GATE_ORDER`), its two biases sum to our bias plus the forget bias, its projection
+    has no bias either. The products, the cell and their backward run in torch's kernel, so
+    the step loop is not used.
+
+    Rows of all T positions (`lengths` None) run as they are, with fixed shapes; with lengths,
+    the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
+    host: a CUDA graph cannot capture that call). The weights and the initial state are cast
+    to the input's dtype (under autocast, the autocast dtype); the final cell state is kept
+    in float32, as `lstm_cell` keeps it. cuDNN takes fp16, fp32 and fp64 only: in bf16 torch
+    runs its own CUDA LSTM kernels (a loop in C++: no step loop in Python either).
+    """
+
+    def __init__(self, layer: nn.Module) -> None:
+        if layer.clipped:
+            raise ValueError("the cudnn LSTM back end cannot clip: it serves layers whose "
+                             "cell_clip and proj_clip are None")
+        super().__init__(layer)
+
+    def torch_weights(self, direction: int, dtype: torch.dtype) -> list[Tensor]:
+        """The layer's weights of one direction as `nn.LSTM`'s (differentiable): weight_ih,
+        weight_hh, bias_ih, bias_hh, weight_hr."""
+        def gates(weight: Tensor) -> Tensor:  # (K, 4C) ours -> (4C, K) torch's
+            chunks = weight.t().chunk(4)
+            return torch.cat([chunks[k] for k in TORCH_GATE_ORDER]).to(dtype)
+
+        layer = self.layer
+        bias = gates(layer.gate_bias()[direction])[:, 0]  # (4C,)
+        return [gates(layer.input_weight[direction]), gates(layer.state_weight[direction]),
+                bias, torch.zeros_like(bias), layer.proj_weight[direction].t().to(dtype)]
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        layer = self.layer
+        d, b, t, _ = x.shape
+        h0, c0 = layer.zero_state(b, x) if state is None else state
+        sizes = None if lengths is None else lengths.cpu()  # packing reads them on the host
+        running = b if sizes is None else int((sizes > 0).sum())  # rows of length > 0
+        if running == 0:
+            return x.new_zeros(d, b, t, layer.proj_dim), (h0, c0)
+        outputs, hs, cs = [], [], []
+        for k in range(d):
+            weights = self.torch_weights(k, x.dtype)
+            hx = (h0[k : k + 1, :running].to(x.dtype), c0[k : k + 1, :running].to(x.dtype))
+            rows = x[k, :running]  # (n, T, I)
+            with warnings.catch_warnings():  # its notes on weights outside one flat buffer
+                warnings.simplefilter("ignore", UserWarning)
+                if sizes is None:
+                    out, h, c = torch.lstm(rows, hx, weights, True, 1, 0.0, True, False, True)
+                else:
+                    packed = pack_padded_sequence(rows, sizes[:running], batch_first=True)
+                    data, h, c = torch.lstm(packed.data, packed.batch_sizes, hx, weights, True,
+                                            1, 0.0, True, False)
+                    out = pad_packed_sequence(PackedSequence(data, packed.batch_sizes),
+                                              batch_first=True, total_length=t)[0]
+            if running < b:  # rows that never run: zero output, their state kept
+                out = torch.cat([out, out.new_zeros(b - running, t, out.shape[-1])])
+                h = torch.cat([h, h0[k : k + 1, running:].to(h.dtype)], dim=1)
+                c = torch.cat([c, c0[k : k + 1, running:].to(c.dtype)], dim=1)
+            outputs.append(out)
+            hs.append(h[0])
+            cs.append(c[0].float())
+        return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
+
+
 BACKENDS: dict[str, type[LSTMBackend]] = {
     "reference": LSTMBackend,
     "cpu": CPUBackend,
     "int8": Int8Backend,
+    "cudnn": CuDNNBackend,
 }
 
 
-def choose_backend(quantized: bool, x: Tensor) -> str:
-    """The back end of one layer call on input x: "int8" for a quantized layer, "reference"
-    where autograd records or off the CPU, else "cpu"."""
-    if quantized:
+def choose_backend(layer: nn.Module, x: Tensor) -> str:
+    """The back end of one call of `layer` (a `ProjectedLSTM`) on input x: "int8" for a
+    quantized layer; where autograd records, "cudnn" for an unclipped layer and "reference"
+    for a clipped one; "reference" off the CPU; else "cpu"."""
+    if layer.int8 is not None:
         return "int8"
-    if torch.is_grad_enabled() or x.device.type != "cpu":
+    if torch.is_grad_enabled():
+        return "reference" if layer.clipped else "cudnn"
+    if x.device.type != "cpu":
         return "reference"
     return "cpu"

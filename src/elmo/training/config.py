@@ -27,7 +27,8 @@ DEFAULT_PREFETCH = 4  # batches prepared ahead by a thread on CUDA
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
     "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
-    "deterministic", "precision", "prefetch", "weights_copy", "weights_copy_shard_mib",
+    "deterministic", "precision", "prefetch", "cuda_graphs", "weights_copy",
+    "weights_copy_shard_mib",
 })
 
 
@@ -44,6 +45,9 @@ class TrainConfig:
     preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
     init_from: str | None = None  # continue training this model (architecture from it)
     dropout: float = 0.1
+    # A new model's LSTM clips its cell and projection at the preset's values (3, as bilm-tf);
+    # False: no clipping, which trains through torch's LSTM kernel (cuDNN on a GPU).
+    lstm_clip: bool = True
     # Vocabulary and tokens.
     vocab: str | None = None  # bilm-tf vocabulary file (None: built from the training data)
     min_count: int = 1
@@ -75,6 +79,8 @@ class TrainConfig:
     # Batches prepared ahead by a background thread (None: DEFAULT_PREFETCH on CUDA, 0 (none)
     # elsewhere).
     prefetch: int | None = None
+    # On CUDA, replay the whole training step from a CUDA graph (False: every step eagerly).
+    cuda_graphs: bool = True
     # ULMFiT-style fine-tuning (Howard and Ruder 2018).
     discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
     schedule: str = "constant"
@@ -98,6 +104,8 @@ class TrainConfig:
             (bool(self.train), "at least one training file is needed"),
             (self.preset is None or self.init_from is None,
              "give a preset or a model to continue from (--init-from), not both"),
+            (self.lstm_clip or self.init_from is None,
+             "--no-lstm-clip concerns a new model: a continued one keeps its own clipping"),
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {tuple(TOKENIZERS)}"),
             (self.input_format in INPUT_FORMATS, f"input format must be one of {INPUT_FORMATS}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
