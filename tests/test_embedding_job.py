@@ -1,4 +1,4 @@
-"""The embedding job (`elmo.embedding.job.run_job`) and its settings: a sink is anything with
+"""The embedding job (`Embedder.run_job`) and its settings: a sink is anything with
 the methods of `Sink`, so a toy one is added here as any new sink would be; it receives the
 job's items in order with their layers, resumes after the segments a killed run saved (bit for
 bit), starts anew for another identity, and names an item that does not fit where it is. The
@@ -13,7 +13,7 @@ import pytest
 
 from elmo.cli import build_parser
 from elmo.cli.common import settings_given
-from elmo.embedding import Embedder, EmbedSettings, Item, Progress, run_job
+from elmo.embedding import Embedder, EmbedSettings, Item, Progress
 from elmo.embedding.settings import EMBEDDER_SETTINGS
 from elmo.errors import InputFileError
 from elmo.io.inputs import embedded_kind
@@ -65,8 +65,9 @@ def _items(sentences, asked=None):
 
 
 def _run(embedder, store, identity=None, items=None, **progress):
-    run_job(embedder, items or _items(SENTENCES), ToySink(store), identity or {"toy": "1"},
-            Progress("toy", "sentence", len(SENTENCES), **{"enabled": False, **progress}))
+    embedder.run_job(items or _items(SENTENCES), ToySink(store), identity or {"toy": "1"},
+                     Progress("toy", "sentence", len(SENTENCES),
+                              **{"enabled": False, **progress}))
 
 
 def test_a_toy_sink_receives_every_item_in_order_with_its_layers(embedder):
@@ -126,8 +127,8 @@ def test_an_item_that_does_not_fit_is_named_where_it_is_and_bad_input_drops_the_
 
     store: dict = {}
     with pytest.raises(DeviceMemoryError, match=r"toy.txt, line 2 \(1 tokens\) does not fit"):
-        run_job(embedder, _items(SENTENCES), ToySink(store), {"toy": "1"},
-                Progress("toy", enabled=False), compute)
+        embedder.run_job(_items(SENTENCES), ToySink(store), {"toy": "1"},
+                         Progress("toy", enabled=False), compute)
     assert store["segments"] == []  # the work before it is kept (none here)
 
     def bad(start):

@@ -2,7 +2,7 @@
 
 A corpus (one tokenized sentence per line) is indexed once: one layer's vector of every token,
 unit length, in an HDF5 file named by the model's weights, the corpus content, the layer and
-the storage type. It is built by the embedding job (`elmo.embedding.job`) into an `IndexSink`:
+the storage type. It is built by the embedding job (`Embedder.run_job`) into an `IndexSink`:
 a segment per chunk of lines, saved as they are embedded (a killed build resumes after its last
 one), joined into the index file at the end, written atomically.
 Search is exact cosine: chunked matrix products over the whole index, keeping the best k.
@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.embedding import Embedder, Item, PartialSink, Progress, read_lines, run_job
+from elmo.embedding import Embedder, Item, PartialSink, Progress, read_lines
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
 from elmo.io.textfile import scan_input
@@ -188,9 +188,9 @@ def _build_index(
 
     sink = IndexSink(path, embedder.model, corpus, layer, dtype)
     # the partial's segments count lines with tokens (before: all lines)
-    run_job(embedder, items, sink, {"index": path.stem, "counts": "lines with tokens"},
-            Progress(f"indexing {corpus.name}", "line", unit=" tok", before=lambda done: 0,
-                     enabled=progress))
+    embedder.run_job(items, sink, {"index": path.stem, "counts": "lines with tokens"},
+                     Progress(f"indexing {corpus.name}", "line", unit=" tok",
+                              before=lambda done: 0, enabled=progress))
 
 
 class IndexSink(PartialSink):

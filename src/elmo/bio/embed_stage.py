@@ -12,7 +12,7 @@ halved and computed again, down to one protein, and a protein that does not fit 
 computed on the CPU; each step says so in the log. The work is saved in a hidden directory
 of the stage, a chunk of proteins at a time (`elmo.io.hdf5_output.PartialOutput`), so a killed
 run resumes where it stopped; the files are assembled from it at the end: the embedding job
-(`elmo.embedding.job`) into a `StageSink`.
+(`Embedder.run_job`) into a `StageSink`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from elmo.bio.layout import StagePlan, StageRun, proteins_digest
 from elmo.bio.seqvec import SeqVecEmbedder
-from elmo.embedding import Embedder, Item, PartialSink, Progress, run_job
+from elmo.embedding import Embedder, Item, PartialSink, Progress
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output
 from elmo.io.hdf5_output import NEW_FILE, PartialOutput
@@ -85,11 +85,12 @@ def run_embed_stage(run: StageRun) -> dict[str, str]:
             yield Item(number, protein.key, list(protein.record.sequence), lengths[number],
                        {"original_id": protein.record.id})
 
-    run_job(seqvec.embedder, items, StageSink(stage_dir / PARTIAL, written, dtype), identity,
-            Progress(f"embedding ({stage_dir.name})", "protein", len(proteins), unit="residue",
-                     total=sum(lengths), before=lambda done: sum(lengths[:done]),
-                     enabled=run.progress),
-            compute=_LayersWithFallback(seqvec.embedder))
+    seqvec.embedder.run_job(
+        items, StageSink(stage_dir / PARTIAL, written, dtype), identity,
+        Progress(f"embedding ({stage_dir.name})", "protein", len(proteins), unit="residue",
+                 total=sum(lengths), before=lambda done: sum(lengths[:done]),
+                 enabled=run.progress),
+        compute=_LayersWithFallback(seqvec.embedder))
     return {name: str(path) for name, path in written.items()}
 
 

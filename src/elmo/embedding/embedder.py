@@ -1,9 +1,10 @@
-"""Embedder: tokenized sentences -> numpy layer representations.
+"""Embedder: tokenized sentences -> numpy layer representations; and the one resumable job.
 
-It knows nothing of files: the resumable job that embeds items into a sink (a file, Parquet
-blocks, bio_embeddings' layout, an index) is `elmo.embedding.job`, above it, built on its
-`chunks`, `iter_embeddings` and `settings`; `Embedder.embed_file` is the shortcut to the file
-job (`elmo.embedding.files`).
+The Embedder owns the job: `Embedder.run_job(items, sink, identity, progress)` embeds items
+into a sink (an HDF5 file, a Parquet block, bio_embeddings' layout, an index) a chunk of its
+own at a time, resuming the work of a killed run (`elmo.embedding.job`: what a job is made of;
+the sinks and the file job's reading sit there and below, and never call back into the
+Embedder). `Embedder.embed_file` runs the file job of `elmo embed` (`elmo.embedding.files`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
 
 from elmo.chars import check_sentences, check_tokens
 from elmo.device import check_precision, computing_in, resolve_device
+from elmo.embedding.files import EmbedFileOptions, file_job, file_options
+from elmo.embedding.job import Compute, Item, Progress, Sink, tell_resumed
 from elmo.embedding.settings import batch_size_or_default
-from elmo.errors import ElmoError
+from elmo.errors import ElmoError, InputFileError
 from elmo.loading.load import load_model
 from elmo.loading.model_files import ModelFiles
 from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_tokens
@@ -27,9 +30,6 @@ from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.elmo import contextualize_words
 from elmo.modules.quantize import check_quantize
 from elmo.tokenize import Tokenizer
-
-if TYPE_CHECKING:
-    from elmo.embedding.files import EmbedFileOptions
 
 T = TypeVar("T")
 # A chunk (regrouped by length together) holds CHUNK_BATCHES batches' worth: 1,024 sentences
@@ -317,14 +317,55 @@ class Embedder:
             batches.append([i])
         return batches
 
-    # ---- files -----------------------------------------------------------------------
+    # ---- the job --------------------------------------------------------------------
+
+    def run_job(self, items: Callable[[int], Iterable[Item]], sink: Sink,
+                identity: dict[str, str], progress: Progress, compute: Compute | None = None
+                ) -> None:
+        """Embed `items(start)` (the items from number `start` on, in order) into `sink`, a
+        chunk at a time (`elmo.embedding.job`), resuming the work saved by a run of the same
+        `identity` and `settings()`. `compute(tokens, start)`: the layers of a chunk
+        (default: `iter_embeddings`). A problem found in the input on the way (InputFileError)
+        discards the sink's work; a DeviceMemoryError names its item where it is
+        (`Item.where`), the work before it kept, to resume once memory is free."""
+        compute = compute or (lambda tokens, start: [
+            layers for _, layers in self.iter_embeddings(tokens, start=start)])
+        done = sink.open({**identity, **self.settings()})
+        if progress.enabled:
+            tell_resumed(sink.path, sink.restarted, done - progress.first, progress.count,
+                         progress.noun)
+        part: list[Item] = []
+        try:
+            with progress.bar(done) as bar:
+                for part in self.chunks(items(done), lambda item: item.tokens, start=done):
+                    sink.save(part, compute([item.tokens for item in part], part[0].number))
+                    bar.update(sum(item.size for item in part))
+        except InputFileError:
+            sink.discard()
+            raise
+        except DeviceMemoryError as err:
+            where = next((item.where for item in part if item.number == err.index), "")
+            if not where:
+                raise
+            raise err.changed(subject=where) from None
+        sink.finish()
 
     def embed_file(self, input_path: str | Path, output_path: str | Path,
                    options: EmbedFileOptions | None = None, **kwargs) -> Path:
         """Embed a text file (a sentence per line, split by `self.tokenizer`) or a FASTA file
-        into HDF5: `elmo.embedding.embed_file` with this embedder. Give `options`, or its
-        fields as keywords (`layers="top"`, `overwrite=True`, ...; see `EmbedFileOptions`);
-        the Embedder's own settings (`batch_size`, ...) are those it was made with."""
-        from elmo.embedding.files import embed_file  # the job is above the Embedder
+        into HDF5: the file job (`elmo.embedding.files`) with this embedder. Give `options`,
+        or its fields as keywords (`layers="top"`, `overwrite=True`, ...; see
+        `EmbedFileOptions`); the Embedder's own settings (`batch_size`, ...) are those it was
+        made with."""
+        options = file_options(options, kwargs)
+        options.layer_choice.check(self.model.num_layers)
+        with file_job(input_path, output_path, options, tokenizer=self.tokenizer,
+                      chunk_size=self.chunk_size, stateful=self.stateful) as job:
+            self.run_job(job.items, job.sink, job.identity, job.progress)
+        return Path(output_path)
 
-        return embed_file(self, input_path, output_path, options, **kwargs)
+
+def embed_file(embedder: Embedder, input_path: str | Path, output_path: str | Path,
+               options: EmbedFileOptions | None = None, **kwargs) -> Path:
+    """`embedder.embed_file(input_path, output_path, options, **kwargs)`."""
+    return embedder.embed_file(input_path, output_path, options, **kwargs)

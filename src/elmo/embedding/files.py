@@ -1,8 +1,8 @@
 """The file job of `elmo embed`: an input file -> HDF5, resumable and shardable.
 
-`embed_file(embedder, INPUT, OUTPUT, EmbedFileOptions(...))` (and `Embedder.embed_file`)
-reads INPUT as the input kind it is (`elmo.io.inputs`: each kind with `entries`, text and
-FASTA), and runs the embedding job (`elmo.embedding.job`) into an `HDF5Sink`, in the layout of
+`Embedder.embed_file(INPUT, OUTPUT, EmbedFileOptions(...))` runs the job that `file_job` makes:
+INPUT read as the input kind it is (`elmo.io.inputs`: each kind with `entries`, text and
+FASTA), embedded (`Embedder.run_job`) into an `HDF5Sink`, in the layout of
 AllenNLP's `elmo` command: one dataset per entry, named by its 0-based line number (or by its
 text with sentence keys), and `sentence_to_index`; for a kind whose entries have keys of their
 own (FASTA), one dataset per entry named by its key (`elmo.io.fasta.dataset_name`, or
@@ -15,15 +15,16 @@ sum, ...); pooled (`pool="mean"`), their mean over the tokens: (L+1, D) or (widt
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 
-from elmo.embedding.embedder import Embedder
 from elmo.embedding.hdf5_sink import HDF5Sink
-from elmo.embedding.job import Item, Progress, run_job
+from elmo.embedding.job import Item, Progress
 from elmo.embedding.settings import EMBEDDER_SETTINGS, EmbedSettings, check_choices
 from elmo.errors import ElmoError, InputFileError
 from elmo.io.atomic import claim_output
@@ -108,16 +109,42 @@ class EmbedFileOptions(EmbedSettings):
                 **({"fasta_keys": self.fasta_keys} if self.fasta_keys != "id" else {})}
 
 
-def embed_file(
-    embedder: Embedder,
+def file_options(options: EmbedFileOptions | None, keywords: dict[str, Any]
+                 ) -> EmbedFileOptions:
+    """`options`, or the options of these `keywords` (a TypeError for both, or for a setting
+    of the Embedder, which is given when it is made)."""
+    if options is not None and keywords:
+        raise TypeError("give options or keyword arguments, not both")
+    made = sorted(set(keywords) & set(EMBEDDER_SETTINGS))
+    if made:
+        raise TypeError(f"{', '.join(made)}: the Embedder's settings, given when it is "
+                        "made, not to embed_file")
+    return options or EmbedFileOptions(**keywords)
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """The embedding job of a file: `Embedder.run_job(items, sink, identity, progress)`."""
+
+    items: Callable[[int], Iterator[Item]]
+    sink: HDF5Sink
+    identity: dict[str, str]
+    progress: Progress
+
+
+@contextmanager
+def file_job(
     input_path: str | Path,
     output_path: str | Path,
-    options: EmbedFileOptions | None = None,
-    **kwargs,
-) -> Path:
-    """Embed an input file into HDF5 (see the module docstring); returns OUTPUT. Give
-    `options`, or its fields as keywords (`layers="top"`, `overwrite=True`, ...); the
-    Embedder's own settings (`batch_size`, ...) are those it was made with.
+    options: EmbedFileOptions,
+    *,
+    tokenizer: Tokenizer | str,
+    chunk_size: int,
+    stateful: bool,
+) -> Iterator[FileJob]:
+    """The job that embeds an input file into HDF5 (see the module docstring) with an
+    Embedder of this `tokenizer`, `chunk_size` and `stateful`, run inside the block (OUTPUT
+    claimed meanwhile); empty lines are warned about once it is done.
 
     Work is saved to the directory `OUTPUT.partial` chunk by chunk, and OUTPUT is assembled
     from it at the end; re-running after a kill (at any moment) resumes it. An existing OUTPUT
@@ -126,15 +153,7 @@ def embed_file(
     the partial work is removed. With `num_shards` > 1 only the `shard_index`-th block is
     embedded; `hdf5_output.merge_shards` joins the parts into the file one process writes.
     """
-    if options is not None and kwargs:
-        raise TypeError("give options or keyword arguments, not both")
-    made = sorted(set(kwargs) & set(EMBEDDER_SETTINGS))
-    if made:
-        raise TypeError(f"{', '.join(made)}: the Embedder's settings, given when it is "
-                        "made, not to embed_file")
-    options = options or EmbedFileOptions(**kwargs)
-    options.layer_choice.check(embedder.model.num_layers)
-    if options.num_shards > 1 and embedder.stateful:
+    if options.num_shards > 1 and stateful:
         raise ElmoError("--stateful carries state through the whole file: it cannot be "
                         "split into shards")
     if is_stdin(input_path):
@@ -148,17 +167,22 @@ def embed_file(
                         f"{kind.name} {entries.noun}'s dataset is named by its id, with no "
                         "sentence index")
     # Before anything is written: a tokenizer whose package is missing fails here.
-    tokenizer = entries.tokenizer or embedder.tokenizer
-    tokenize = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    chosen = entries.tokenizer or tokenizer
+    tokenize = get_tokenizer(chosen) if isinstance(chosen, str) else chosen
     with claim_output(output_path, inputs=[input_path], overwrite=options.overwrite):
-        _embed(embedder, kind, tokenize, input_path, output_path, options)
-    return output_path
+        job = _job(kind, tokenizer, tokenize, chunk_size, input_path, output_path, options)
+        yield job
+    if job.sink.empty:
+        empty = job.sink.empty
+        first = min(map(int, empty)) if not options.use_sentence_keys else \
+            _first_line(input_path, options.encoding_errors, empty)
+        _warn_empty(input_path, len(empty), first)
 
 
-def _embed(embedder: Embedder, kind: InputKind, tokenize: Tokenizer, input_path: Path,
-           output_path: Path, options: EmbedFileOptions) -> None:
-    """The file once the output is claimed: scanned whole (its problems found before anything
-    is written), then embedded."""
+def _job(kind: InputKind, tokenizer: Tokenizer | str, tokenize: Tokenizer, chunk_size: int,
+         input_path: Path, output_path: Path, options: EmbedFileOptions) -> FileJob:
+    """The job once the output is claimed: the file scanned whole (its problems found before
+    anything is written), its identity, items, sink and progress."""
     entries, encoding_errors = kind.entries, options.encoding_errors
     scan = entries.scan(input_path, encoding_errors)
     if scan.count == 0:
@@ -174,9 +198,8 @@ def _embed(embedder: Embedder, kind: InputKind, tokenize: Tokenizer, input_path:
                                "(e.g. `seqkit rmdup -s`), or name datasets by id")
     index = not (entries.keyed or options.forget_sentences or options.use_sentence_keys)
     identity = {"input_sha256": scan.sha256, f"total_{entries.noun}s": str(scan.count),
-                **_read_identity(kind, embedder, tokenize, keys, index), **options.identity()}
-    own = shard_range(scan.count, options.num_shards, options.shard_index,
-                      align=embedder.chunk_size)
+                **_read_identity(kind, tokenizer, tokenize, keys, index), **options.identity()}
+    own = shard_range(scan.count, options.num_shards, options.shard_index, align=chunk_size)
     if options.num_shards > 1:
         identity.update(num_shards=str(options.num_shards), shard_index=str(options.shard_index))
 
@@ -196,25 +219,21 @@ def _embed(embedder: Embedder, kind: InputKind, tokenize: Tokenizer, input_path:
 
     sink = HDF5Sink(output_path, options.reduce, start=own.start, complete=complete)
     counted = (lambda done: sum(sizes[own.start:done])) if sizes is not None else None
-    run_job(embedder, items, sink, identity, Progress(
+    return FileJob(items, sink, identity, Progress(
         f"embedding {input_path.name}", entries.noun, len(own),
         unit=entries.token if sizes is not None else None,
         total=sum(sizes[own.start:own.stop]) if sizes is not None else len(own),
         before=counted, first=own.start, enabled=options.progress))
-    if sink.empty:
-        first = min(map(int, sink.empty)) if not options.use_sentence_keys else \
-            _first_line(input_path, encoding_errors, sink.empty)
-        _warn_empty(input_path, len(sink.empty), first)
 
 
-def _read_identity(kind: InputKind, embedder: Embedder, tokenize: Tokenizer, keys: str,
-                   index: bool) -> dict[str, str]:
+def _read_identity(kind: InputKind, tokenizer: Tokenizer | str, tokenize: Tokenizer,
+                   keys: str, index: bool) -> dict[str, str]:
     """What a run records of how its input is read: the kind (but text: runs recorded before
     other kinds stay resumable), the tokenizer where the kind has none of its own, and the
     keys and index where its entries have no keys of their own."""
     identity = {"format": kind.name} if kind.name != "text" else {}
     if kind.entries.tokenizer is None:
-        identity["tokenizer"] = embedder.tokenizer if isinstance(embedder.tokenizer, str) \
+        identity["tokenizer"] = tokenizer if isinstance(tokenizer, str) \
             else f"{type(tokenize).__module__}.{type(tokenize).__qualname__}"
     if not kind.entries.keyed:
         identity.update(keys=keys, sentence_to_index=str(index))

@@ -1,15 +1,16 @@
-"""The one resumable embedding job: items -> the Embedder -> a sink.
+"""What the one resumable embedding job is made of: items, a sink, a progress bar.
 
-`run_job(embedder, items, sink, identity)` opens the sink with the run's identity (what the
-caller says the run is made of, and the embedder's `settings()`: its weights and batching),
-which resumes the work a killed run of the same identity saved and drops any other; then
-embeds the items not saved yet, a chunk of the embedder at a time (`Embedder.chunks`: a chunk
-never crosses a multiple of `chunk_size` counted from item 0, so a resumed run computes every
-item in the batch it had in a run from the start, bit for bit), and hands each chunk's layers
-to the sink, which stores what it keeps of them as one segment, atomically; the sink then
-makes the complete output. Every long embedding of the package runs it: `elmo embed`
-(`elmo.embedding.files`, HDF5), each block of `elmo embed --ray` (Parquet), bio_embeddings'
-embed stage, the neighbours index of the analyses and the feature cache of the tasks.
+The Embedder runs the job (`Embedder.run_job(items, sink, identity, progress)`): it opens the
+sink with the run's identity (what the caller says the run is made of, and the Embedder's
+`settings()`: its weights and batching), which resumes the work a killed run of the same
+identity saved and drops any other; then embeds the items not saved yet, a chunk of the
+Embedder at a time (`Embedder.chunks`: a chunk never crosses a multiple of `chunk_size` counted
+from item 0, so a resumed run computes every item in the batch it had in a run from the start,
+bit for bit), and hands each chunk's layers to the sink, which stores what it keeps of them as
+one segment, atomically; the sink then makes the complete output. Every long embedding of the
+package is this job: `elmo embed` (`elmo.embedding.files`, HDF5), each block of `elmo embed
+--ray` (Parquet), bio_embeddings' embed stage, the neighbours index of the analyses and the
+feature cache of the tasks. Nothing here knows the Embedder.
 
 A sink is anything with the methods of `Sink`; tests/test_embedding_job.py adds a toy one.
 """
@@ -17,17 +18,13 @@ A sink is anything with the methods of `Sink`; tests/test_embedding_job.py adds 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from tqdm import tqdm
-
-from elmo.embedding.embedder import Embedder
-from elmo.errors import InputFileError
-from elmo.memory import DeviceMemoryError
 
 
 @dataclass
@@ -98,42 +95,6 @@ class Progress:
 # The layers of a chunk's token lists, the first numbered `start`: `Embedder.iter_embeddings`
 # unless a job computes them otherwise (bio_embeddings' fallback to the CPU).
 Compute = Callable[[list[list[str]], int], list[np.ndarray]]
-
-
-def run_job(
-    embedder: Embedder,
-    items: Callable[[int], Iterable[Item]],
-    sink: Sink,
-    identity: dict[str, str],
-    progress: Progress,
-    compute: Compute | None = None,
-) -> None:
-    """Embed `items(start)` (the items from number `start` on, in order) into `sink`,
-    resuming the work saved by a run of the same `identity` and the embedder's `settings()`;
-    see the module docstring. A problem found in the input on the way (InputFileError)
-    discards the sink's work; a DeviceMemoryError names its item where it is (`Item.where`),
-    the work before it kept, to resume once memory is free."""
-    compute = compute or (lambda tokens, start: [
-        layers for _, layers in embedder.iter_embeddings(tokens, start=start)])
-    done = sink.open({**identity, **embedder.settings()})
-    if progress.enabled:
-        tell_resumed(sink.path, sink.restarted, done - progress.first, progress.count,
-                     progress.noun)
-    part: list[Item] = []
-    try:
-        with progress.bar(done) as bar:
-            for part in embedder.chunks(items(done), lambda item: item.tokens, start=done):
-                sink.save(part, compute([item.tokens for item in part], part[0].number))
-                bar.update(sum(item.size for item in part))
-    except InputFileError:
-        sink.discard()
-        raise
-    except DeviceMemoryError as err:
-        where = next((item.where for item in part if item.number == err.index), "")
-        if not where:
-            raise
-        raise err.changed(subject=where) from None
-    sink.finish()
 
 
 def tell_resumed(path: Path, restarted: bool, done: int, total: int | None, noun: str) -> None:

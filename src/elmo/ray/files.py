@@ -6,7 +6,7 @@ all the same), loads the model once (to check it and take its sha256), scans eve
 its lines; FASTA: its records, every record read and checked) and cuts them into blocks of
 `block_lines` consecutive entries of one file. A Ray Data actor pool (`workers` actors of
 `threads` CPU threads each, or of one GPU each) then takes the blocks not written yet: for each
-block an actor runs the embedding job (`elmo.embedding.job.run_job`, as `elmo embed` does) on
+block an actor runs the embedding job (`Embedder.run_job`, as `elmo embed` does) on
 the block's entries into a `ParquetBlockSink`, which writes the block's Parquet file
 (`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read and write the files
 themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on every node.
@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
-from elmo.embedding import Embedder, EmbedSettings, Item, Progress, run_job
+from elmo.embedding import Embedder, EmbedSettings, Item, Progress
 from elmo.embedding.embedder import CHUNK_BATCHES
 from elmo.embedding.job import tell_resumed
 from elmo.embedding.parquet_sink import ParquetBlockSink
@@ -163,7 +163,7 @@ class BlockWriter:
 
         sink = ParquetBlockSink(self.directory / name, source, lines.start,
                                 self.settings.reduce)
-        run_job(self.embedder, items, sink, {"block": name}, Progress(name, enabled=False))
+        self.embedder.run_job(items, sink, {"block": name}, Progress(name, enabled=False))
         return sink.items, sink.tokens
 
 

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.embedding import Embedder, EmbedFileOptions, HDF5Sink, Item, Progress, run_job
+from elmo.embedding import Embedder, EmbedFileOptions, HDF5Sink, Item, Progress
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
 from elmo.io.hdf5_output import write_index
@@ -192,7 +192,7 @@ def _compute(
                                                  bilm.num_layers)})
 
     sink = HDF5Sink(path, options.reduce, complete=complete)
-    run_job(embedder, items, sink, {"key": key}, Progress(
+    embedder.run_job(items, sink, {"key": key}, Progress(
         "caching biLM layers", "sentence", len(sentences), total=len(sentences),
         enabled=options.progress))
 
