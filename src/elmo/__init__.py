@@ -18,7 +18,8 @@ PUBLIC_NAMES = {
     "ElmoEmbedder": "elmo.allennlp",
     "batch_to_ids": "elmo.chars",
     "BiLMConfig": "elmo.config",
-    "Embedder": "elmo.embed",
+    "EmbedSettings": "elmo.embedding",
+    "Embedder": "elmo.embedding",
     "ElmoError": "elmo.errors",
     "LoadedModel": "elmo.loading",
     "load_model": "elmo.loading",
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from elmo.allennlp import Elmo, ElmoEmbedder
     from elmo.chars import batch_to_ids
     from elmo.config import BiLMConfig
-    from elmo.embed import Embedder
+    from elmo.embedding import Embedder, EmbedSettings
     from elmo.errors import ElmoError
     from elmo.loading import LoadedModel, load_model, load_pretrained
     from elmo.loading.formats import load_bilm_tf, save_bilm_tf, save_pretrained

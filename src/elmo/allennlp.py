@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.loading.formats import allennlp as layout
 from elmo.loading.load import load_model

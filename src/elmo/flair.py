@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.layer_choice import token_vectors_choice

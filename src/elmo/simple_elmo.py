@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.loading.load import load_model

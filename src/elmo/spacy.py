@@ -16,7 +16,7 @@ from itertools import islice
 import numpy as np
 
 from elmo.device import resolve_device
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.extras import import_extra
 from elmo.layer_choice import token_vectors_choice
 

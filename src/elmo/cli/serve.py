@@ -7,14 +7,13 @@ import sys
 from dataclasses import fields
 
 from elmo.cli.common import (
-    add_layers,
     add_official_pair,
-    add_quantize,
-    add_tokenizer,
+    add_setting,
+    add_settings,
     model_files,
     model_help,
+    settings_given,
 )
-from elmo.embed_file import EmbedSettings
 from elmo.extras import import_extra
 from elmo.loading.resolve import DEFAULT_MODEL
 from elmo.serve.limits import ServeLimits
@@ -44,11 +43,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     for limit in fields(ServeLimits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        metavar="N", help=f"{limit.metadata['help']} (default {limit.default:,})")
-    add_layers(p, "/embed_all's answer when the request does not say (D = 2P)")
-    add_tokenizer(p)
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
-                   "available, else cpu)")
-    add_quantize(p)
+    add_setting(p, "layers", "/embed_all's answer when the request does not say (D = 2P)")
+    add_settings(p, ("tokenizer", "device", "quantize"))
     p.add_argument("--access-log", action="store_true", help="log one line per request")
     p.set_defaults(run=run)
 
@@ -57,14 +53,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     files = model_files(args.model, args)  # a MODEL that names nothing fails before serving
     for module in ("fastapi", "uvicorn", "prometheus_client", "orjson"):
         import_extra(module, "elmo serve")
-    from elmo.embed import Embedder
+    from elmo.embedding import Embedder
     from elmo.serve.app import create_app
     from elmo.serve.server import address, bind, make_server
     from elmo.serve.server import run as run_server
 
     limits = ServeLimits(**{limit.name: getattr(args, limit.name) for limit in fields(ServeLimits)})
-    settings = EmbedSettings(layers=args.layers, tokenizer=args.tokenizer, device=args.device,
-                             quantize=args.quantize, max_tokens=limits.max_batch_tokens)
+    settings = settings_given(args, max_tokens=limits.max_batch_tokens)
 
     def load() -> Embedder:
         return Embedder.from_pretrained(files, **settings.embedder_options())

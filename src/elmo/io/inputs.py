@@ -13,9 +13,13 @@ document that is not closed or has no id, text outside a document) is skipped wi
 naming the file and line; after `MAX_NAMED` of them in a file, one more warning counts the rest.
 Text that is not UTF-8 is refused (InputFileError naming file and line), as for every input.
 
+A kind that `elmo embed` reads (text, FASTA) also has `entries`: how a file of it is read as
+numbered entries, one sentence each (a text line, blank ones included; a FASTA record), the
+datasets of the embedded file.
+
 Adding a kind is one record: its name, description, `paragraphs`, `detect` and `read` (and
-`folder_files` if a folder of its files is an input); `INPUT_KINDS` tries `detect` in order and
-the last entry, text, takes every file.
+`folder_files` if a folder of its files is an input, `entries` if `elmo embed` reads it);
+`INPUT_KINDS` tries `detect` in order and the last entry, text, takes every file.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.fasta import is_fasta_path, read_fasta
-from elmo.io.textfile import is_stdin, read_lines
+from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
+from elmo.io.textfile import is_stdin, read_lines, scan_input
 
 AUTO = "auto"
 MAX_NAMED = 10  # malformed lines or documents named one by one in each file
@@ -50,12 +54,53 @@ class Passage:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A sentence of an input file as `elmo embed` numbers it: its 0-based `number`, its
+    `text` (a line stripped; a record's sequence), its `key` (a line's number; a record's id)
+    and its `attrs` (a record's id and description)."""
+
+    number: int
+    text: str
+    key: str
+    attrs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EntryScan:
+    """A pass over a whole file, before anything is embedded (its problems found then): the
+    number of its entries, the sha256 of its text, and the tokens of each entry where they
+    are counted (FASTA: residues; None for text)."""
+
+    count: int
+    sha256: str
+    sizes: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class Entries:
+    """How `elmo embed` reads a kind. `read(path, encoding_errors)`: every entry, in order;
+    `scan(path, encoding_errors)`: the `EntryScan`; `noun`: what an entry is ("FILE, line
+    12"); `token`: what a token of it is; `tokenizer`: the kind's own (FASTA: `chars`, a
+    residue a token; None: the command's); `keyed`: its entries have keys of their own
+    (ids), which name their datasets, with no sentence index; `nothing`: what a file without
+    entries is, for the error."""
+
+    read: Callable[[Path, str], Iterator[Entry]]
+    scan: Callable[[Path, str], EntryScan]
+    noun: str = "line"
+    token: str = "token"
+    tokenizer: str | None = None
+    keyed: bool = False
+    nothing: str = "is empty"
+
+
+@dataclass(frozen=True)
 class InputKind:
     """A format of input files. `detect(path, first_line)`: whether a file is of this kind
     (`first_line`: its first non-blank line, "" for stdin or an empty file). `read(path)`: its
     passages, in order. `paragraphs`: the passages are paragraphs, to be split into sentences.
     `folder_files(folder)`: the files of a folder that is this kind's output, sorted (None: the
-    folder is not)."""
+    folder is not). `entries`: how `elmo embed` reads it (None: it does not)."""
 
     name: str
     description: str
@@ -63,6 +108,7 @@ class InputKind:
     detect: Callable[[Path, str], bool]
     read: Callable[[Path], Iterator[Passage]]
     folder_files: Callable[[Path], list[Path] | None] = lambda folder: None
+    entries: Entries | None = None
 
 
 class _Skipped:
@@ -83,8 +129,8 @@ class _Skipped:
                           f"documents skipped ({self.count} in all)", stacklevel=3)
 
 
-def _first_line(path: Path) -> str:
-    for _, text in read_lines(path):
+def _first_line(path: Path, encoding_errors: str = "strict") -> str:
+    for _, text in read_lines(path, encoding_errors):
         if text.strip():
             return text.strip()
     return ""
@@ -103,8 +149,19 @@ def _read_text(path: Path) -> Iterator[Passage]:
             yield Passage(text, number + 1, str(number + 1))
 
 
+def _text_entries(path: Path, encoding_errors: str) -> Iterator[Entry]:
+    for number, text in read_lines(path, encoding_errors):
+        yield Entry(number, text.strip(), str(number))
+
+
+def _scan_text(path: Path, encoding_errors: str) -> EntryScan:
+    """Lines are counted in the bytes; their encoding is checked as they are read."""
+    return EntryScan(*scan_input(path))
+
+
 TEXT = InputKind("text", "one sentence per line", paragraphs=False,
-                 detect=lambda path, first: True, read=_read_text)
+                 detect=lambda path, first: True, read=_read_text,
+                 entries=Entries(_text_entries, _scan_text))
 
 
 # ---- FASTA: a record per sentence, a residue per token (named .fasta .fa .faa .fas) -------
@@ -115,9 +172,25 @@ def _read_fasta(path: Path) -> Iterator[Passage]:
         yield Passage(record.sequence, record.line, record.id)
 
 
+def _fasta_entries(path: Path, encoding_errors: str) -> Iterator[Entry]:
+    """Checked whole by `_scan_fasta` first: no set of ids kept here."""
+    for number, record in enumerate(read_fasta(path, encoding_errors, unique_ids=False)):
+        yield Entry(number, record.sequence, record.id,
+                    {"id": record.id, "description": record.description})
+
+
+def _scan_fasta(path: Path, encoding_errors: str) -> EntryScan:
+    """Every record read and checked (InputFileError naming the first bad one)."""
+    summary = scan_fasta(path, encoding_errors)
+    return EntryScan(len(summary), scan_input(path)[1], summary.lengths)
+
+
 FASTA = InputKind("fasta", "FASTA records (.fasta .fa .faa .fas), one sentence each",
                   paragraphs=False, detect=lambda path, first: is_fasta_path(path),
-                  read=_read_fasta)
+                  read=_read_fasta,
+                  entries=Entries(_fasta_entries, _scan_fasta, noun="record", token="residue",
+                                  tokenizer="chars", keyed=True,
+                                  nothing="has no FASTA record ('>ID' line)"))
 
 
 # ---- JSON lines: one object per line, its "text" paragraphs (lines) split into sentences --
@@ -227,6 +300,8 @@ WIKIEXTRACTOR = InputKind(
 INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (FASTA, JSON_LINES, WIKIEXTRACTOR,
                                                          TEXT)}
 INPUT_FORMATS: tuple[str, ...] = (AUTO, *INPUT_KINDS)
+# The kinds `elmo embed` reads (those with `entries`), in the table's order.
+EMBED_FORMATS: tuple[str, ...] = tuple(k.name for k in INPUT_KINDS.values() if k.entries)
 
 
 def input_kind(path: str | Path, name: str = AUTO) -> InputKind:
@@ -240,6 +315,21 @@ def input_kind(path: str | Path, name: str = AUTO) -> InputKind:
     path = Path(path)
     first = "" if is_stdin(path) else _first_line(path)
     return next(kind for kind in INPUT_KINDS.values() if kind.detect(path, first))
+
+
+def embedded_kind(path: str | Path, name: str | None = None) -> InputKind:
+    """The kind `elmo embed` reads `path` as: `name`'s (one of EMBED_FORMATS), or (None) the
+    first of those that detects it (its first line read with invalid bytes replaced: the
+    encoding is checked as the entries are read)."""
+    if name is not None:
+        if name not in EMBED_FORMATS:
+            raise InputFileError(f"elmo embed reads no input format {name!r}; choose one of "
+                                 f"{', '.join(EMBED_FORMATS)}")
+        return INPUT_KINDS[name]
+    path = Path(path)
+    first = _first_line(path, "replace")
+    return next(kind for kind in INPUT_KINDS.values()
+                if kind.entries is not None and kind.detect(path, first))
 
 
 def folder_files(folder: Path) -> list[Path] | None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.embed import Embedder, EmbedSettings
+from elmo.embedding import Embedder, EmbedSettings
 from elmo.errors import ElmoError
 from elmo.memory import AUTO
 from elmo.tokenize import Tokenizer, get_tokenizer

@@ -27,7 +27,7 @@ from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
 
 from elmo import __version__
-from elmo.embed import Embedder, EmbedSettings
+from elmo.embedding import Embedder, EmbedSettings
 from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError

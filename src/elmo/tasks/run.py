@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from elmo.device import resolve_device
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading.formats.native import is_native_dir
