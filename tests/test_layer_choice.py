@@ -113,6 +113,8 @@ def test_numpy_gives_what_each_kind_says(layers, run_dir):
         got = choice.numpy(h)
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
         assert got.shape == choice.shape(3, h.shape[1], h.shape[2])
+        empty = choice.numpy(h[:, :0])  # an empty line's sentence: 0 tokens
+        assert empty.shape == choice.shape(3, 0, h.shape[2])
 
 
 @pytest.mark.parametrize("kind", [*LAYER_CHOICES, LayerMax])

@@ -139,7 +139,8 @@ class LayersSideBySide(LayerChoice):
         return n_layers * dim
 
     def numpy(self, layers: np.ndarray) -> np.ndarray:
-        return layers.transpose(1, 0, 2).reshape(layers.shape[1], -1)
+        n_layers, n, dim = layers.shape  # (L+1, n, D) -> (n, (L+1) D); n may be 0
+        return layers.transpose(1, 0, 2).reshape(n, n_layers * dim)
 
     def onnx(self, g: GraphOps, layers: str, n_layers: int) -> str:
         return g.op("Reshape", g.op("Transpose", layers, perm=[1, 2, 0, 3]),
