@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                      f"{args.paths}")
     if any(n is not None and n < 1 for n in (args.batch_size, args.workers, args.block_lines)):
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
-    if args.precision != "fp32":
+    if args.precision not in (None, "fp32"):
         parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "
                      "or --precision")
     from elmo.ray import embed_files  # needs the [ray] extra

@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        metavar="N", help=f"{limit.metadata['help']} (default {limit.default:,})")
     add_setting(p, "layers", "/embed_all's answer when the request does not say (D = 2P)")
-    add_settings(p, ("tokenizer", "device", "quantize"))
+    add_settings(p, ("tokenizer", "device", "quantize", "precision", "cuda_graphs"))
     p.add_argument("--access-log", action="store_true", help="log one line per request")
     p.set_defaults(run=run)
 

@@ -7,13 +7,13 @@ import dataclasses
 
 from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_vocab_options
 from elmo.config import PRESETS
+from elmo.device import PRECISIONS, precisions_described
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
 from elmo.training.config import (
     DEFAULT_LR,
     DEFAULT_PREFETCH,
     DEFAULT_PRESET,
     OPTIMIZERS,
-    PRECISIONS,
     SCHEDULES,
     TrainConfig,
 )
@@ -98,10 +98,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                      help="initial weights, dropout, sampled softmax, shuffle (default 0)")
     opt.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     opt.add_argument("--precision", choices=PRECISIONS,
-                     help="fp32; tf32 (CUDA matmuls and convolutions in TF32, fp32 elsewhere); "
-                     "bf16 (the biLM under bfloat16 autocast; softmax, loss, weights and "
-                     "optimizer in fp32). May change on resume (default: bf16 on CUDA, fp32 "
-                     "elsewhere)")
+                     help=f"{precisions_described('train')}. The softmax, loss, weights and "
+                     "optimizer stay fp32; validation computes in fp32. May change on resume")
     opt.add_argument("--prefetch", type=int, metavar="N",
                      help="batches prepared ahead by a background thread (pinned memory on "
                      "CUDA); 0: none. Results do not depend on it "

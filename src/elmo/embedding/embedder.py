@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from elmo.chars import check_sentences, check_tokens
-from elmo.device import check_precision, computing_in, resolve_device
+from elmo.device import check_precision, computing_in, default_precision, resolve_device
 from elmo.embedding.files import EmbedFileOptions, file_job, file_options
 from elmo.embedding.job import Compute, Item, Progress, Sink, tell_resumed
 from elmo.embedding.settings import batch_size_or_default
@@ -109,7 +109,8 @@ class Embedder:
     (a batch that does not fit raises DeviceMemoryError: it cannot be split).
     Token vectors come from a cache of `token_cache_size` words (0 turns it off).
     `quantize="int8"` quantizes the model in place for int8 inference on the CPU
-    (docs/speed.md). `precision`: "fp32" (the default; no TF32), "tf32" (CUDA products in
+    (docs/speed.md). `precision`: a key of `elmo.device.PRECISIONS` (None: the device's
+    default for embedding, fp32 on every device): "fp32" (no TF32), "tf32" (CUDA products in
     TF32) or "bf16" (autocast): on a GPU 1.4-1.8x fp32's speed for `original`, within ~4e-4
     (TF32) and ~4e-3 (bf16) relative to it (docs/speed.md, "On a GPU").
     `cuda_graphs`: True replays CUDA graphs of the LSTM for batches of at most 8,192 padded
@@ -131,7 +132,7 @@ class Embedder:
         token_cache_size: int = 20000,
         tokenizer: Tokenizer | str = "whitespace",
         quantize: str | None = None,
-        precision: str = "fp32",
+        precision: str | None = None,
         cuda_graphs: bool | None = None,
     ) -> None:
         if not isinstance(model, BiLM):
@@ -140,16 +141,18 @@ class Embedder:
         batch_size = batch_size_or_default(batch_size, stateful)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        check_precision(precision)
+        if precision is not None:
+            check_precision(precision)
         if cuda_graphs and stateful:
             raise ElmoError("CUDA graphs run stateless inference only: stateful mode carries "
                             "each row's LSTM state from batch to batch, eagerly; drop "
                             "--cuda-graphs (cuda_graphs=True) or --stateful (stateful=True)")
-        self.tokenizer, self.precision = tokenizer, precision
+        self.tokenizer = tokenizer
         # None: cuda if available, else cpu; int8 runs on the cpu.
         quantization = quantize or model.quantization
         self.device = resolve_device("cpu" if device is None and quantization else device)
         check_quantize(quantization, self.device)
+        self.precision = precision or default_precision("embed", self.device)
         self.model = model.to(self.device).eval().quantize_(quantize)
         self.model.stateful = stateful
         if cuda_graphs is not None:

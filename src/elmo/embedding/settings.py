@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from elmo.device import PRECISIONS
+from elmo.device import PRECISIONS, precisions_described
 from elmo.layer_choice import LAYER_CHOICES, LayerChoice, forms_help, parse_layer_choice
 from elmo.memory import AUTO
 from elmo.modules.quantize import QUANTIZE_MODES
@@ -77,9 +77,9 @@ class EmbedSettings:
     float16 for half the size. The Embedder's (`embedder_options`): `tokenizer` (None: the
     model's, else whitespace), `batch_size` (sentences per batch; None: the Embedder's
     default), `max_tokens` (padded tokens per batch, "auto" or a number), `device` (None: cuda
-    if available), `quantize` (None or "int8"), `precision` (fp32, tf32 or bf16),
-    `stateful` (the original's protocol) and `cuda_graphs` (None: the model's, off unless set),
-    which the Embedder checks when it is made.
+    if available), `quantize` (None or "int8"), `precision` (a key of `elmo.device.PRECISIONS`;
+    None: the device's default), `stateful` (the original's protocol) and `cuda_graphs` (None:
+    the model's, off unless set), which the Embedder checks when it is made.
     """
 
     layers: str | int = _setting(
@@ -110,10 +110,10 @@ class EmbedSettings:
         "faster than fp32 for large models (original), with VNNI or AVX2 alone, little faster "
         "for small ones; vectors within ~2%% of fp32 (docs/speed.md). Default: fp32",
         choices=QUANTIZE_MODES, embedder=True)
-    precision: str = _setting(
-        "fp32", "fp32 (TF32 off); tf32: CUDA products in TF32; bf16: bfloat16 autocast. On a "
-        "GPU tf32 and bf16 are 1.4-1.8x faster for large models, within ~4e-4 and ~4e-3 "
-        "(relative) of fp32 (docs/speed.md). Default: fp32", choices=PRECISIONS, embedder=True)
+    precision: str | None = _setting(
+        None, f"{precisions_described('embed')}. On a GPU tf32 and bf16 are 1.4-1.8x faster "
+        "for large models, within ~4e-4 and ~4e-3 (relative) of fp32 (docs/speed.md)",
+        choices=PRECISIONS, embedder=True)
     stateful: bool = _setting(
         False, "the original's protocol: file order, batches of --batch-size, LSTM state "
         "carried per batch row (reproduces its numbers)", embedder=True)

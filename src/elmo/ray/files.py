@@ -202,7 +202,7 @@ def embed_files(
     the neighbours it has in `Embedder.embed_file`.
     """
     settings = settings or EmbedSettings()
-    if settings.pool is not None or settings.stateful or settings.precision != "fp32":
+    if settings.pool is not None or settings.stateful or settings.precision not in (None, "fp32"):
         raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
                          "pool, stateful and precision are not for it")
     block_lines = block_lines or CHUNK_BATCHES * batch_size_or_default(settings.batch_size)

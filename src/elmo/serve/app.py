@@ -230,6 +230,7 @@ class Service:
             "tokenizer": tokenizer,
             "device": None if embedder is None else str(embedder.device),
             "quantize": None if embedder is None else embedder.model.quantization,
+            "precision": None if embedder is None else embedder.precision,
             "limits": asdict(limits),
         }
 

@@ -110,7 +110,7 @@ class TrainConfig:
             (self.input_format in INPUT_FORMATS, f"input format must be one of {INPUT_FORMATS}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision is None or self.precision in PRECISIONS,
-             f"precision must be one of {PRECISIONS}"),
+             f"precision must be one of {tuple(PRECISIONS)}"),
             (self.prefetch is None or self.prefetch >= 0, "prefetch must be >= 0"),
             (self.weights_copy_shard_mib > 0, "weights copy shard MiB must be > 0"),
             (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils import clip_grad_norm_
 
-from elmo.device import bf16_autocast
+from elmo.device import PRECISIONS
 from elmo.modules.bilm import DistinctTokens
 from elmo.modules.cuda_graphs import bucket
 from elmo.modules.language_model import BiLanguageModel
@@ -110,7 +110,7 @@ class TrainStep:
 
     def __call__(self, batch: BatchTensors) -> None:
         lm, device = self.lm, self.world.device
-        with bf16_autocast(self.precision, device):
+        with PRECISIONS[self.precision].autocast_on(device):
             losses = lm(batch.tokens, batch.targets, batch.mask, batch.candidates)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.total * self.unroll_steps).backward()

@@ -25,7 +25,7 @@ validated or saved. A loss or gradient norm that is NaN or infinite stops the ru
 found; nothing is saved after the last checkpoint (the steps after the non-finite one have
 been taken, on NaN weights, but the run stops before it writes anything).
 
-On a GPU: the precision of `elmo.training.precision` (bf16 autocast by default), the fastest
+On a GPU: a precision of `elmo.device.PRECISIONS` (bf16 autocast by default), the fastest
 optimizer implementation (`elmo.training.optimizer`), batches prepared ahead by a thread in
 pinned memory (`prefetch`, `elmo.training.stream.PreparedBatches`) with the sampled softmax's
 candidates, and the whole step replayed from a CUDA graph (`cuda_graphs`,
@@ -60,7 +60,7 @@ from tqdm import tqdm
 from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
-from elmo.device import tf32_allowed
+from elmo.device import PRECISIONS, default_precision, tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
@@ -87,7 +87,6 @@ from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
-from elmo.training.precision import resolve_precision
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
 from elmo.training.saving import save_language_model, write_weights_copy
 from elmo.training.step import GraphedStep, StatsReading, StepStats, TrainStep
@@ -155,7 +154,7 @@ class Trainer:
     ) -> None:
         self.config, self.out = config, Path(out_dir)
         self.world = world or World(device=resolve_device(config.device))
-        self.precision = resolve_precision(config.precision, self.world.device)
+        self.precision = config.precision or default_precision("train", self.world.device)
         self.verbose = progress and self.world.is_main
         self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
         # Held until the run ends: rank 0's claim on the run directory, the batch thread.
@@ -303,7 +302,7 @@ class Trainer:
     def run(self) -> TrainResult:
         """Train to the end (or resume and finish); returns where it stopped."""
         with (deterministic_algorithms(self.config.deterministic),
-              tf32_allowed(self.precision == "tf32"), self._held):
+              tf32_allowed(PRECISIONS[self.precision].tf32), self._held):
             return self._run()
 
     def _run(self) -> TrainResult:
@@ -321,9 +320,9 @@ class Trainer:
         else:
             self._say(f"training {self.total_steps:,} steps "
                       f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
-        if self.precision == "tf32" and self.world.device.type != "cuda":
-            self._say(f"--precision tf32 concerns CUDA matmuls: on {self.world.device.type} "
-                      "the run computes in fp32")
+        if not PRECISIONS[self.precision].applies_on(self.world.device):
+            self._say(f"--precision {self.precision} has no effect on "
+                      f"{self.world.device.type}: the run computes in fp32")
         last_valid = None
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
@@ -445,7 +444,7 @@ class Trainer:
         cfg, world = self.config, self.world
         sentences = iter_sentences(expand_paths([cfg.valid]), cfg.tokenizer, rank=world.rank,
                                    world_size=world.world_size, input_format=cfg.input_format)
-        with tf32_allowed(False):
+        with PRECISIONS["fp32"].computing(world.device):
             totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
         sums = world.sum(torch.tensor(
             [totals.nll_forward, totals.nll_backward, totals.n_tokens],
