@@ -11,7 +11,7 @@ import torch
 from elmo.device import tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules import onednn, quantize
-from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM
+from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM, StepLoopKind
 from elmo.modules.lstm_backends import (
     BACKENDS,
     REFERENCE_OPS,
@@ -56,7 +56,7 @@ def _plain(backend: type[LSTMBackend]) -> type[LSTMBackend]:
 
 def _run(layer, backend: type[LSTMBackend], loop: str, x, lengths, state):
     with torch.inference_mode():
-        return STEP_LOOPS[loop](layer, backend(layer), x, lengths, state)
+        return STEP_LOOPS[loop].run(layer, backend(layer), x, lengths, state)
 
 
 def _assert_equal(got, expected, atol=1e-6):
@@ -127,6 +127,52 @@ def test_a_backend_is_chosen_by_autograd_clipping_device_and_quantization():
         assert choose_backend(clipped, x) == choose_backend(unclipped, x) == "cpu"
         assert choose_backend(quantized, x) == "int8"
         assert choose_backend(clipped, x.to("meta")) == "reference"  # off the CPU
+
+
+def _first_in(table: dict, name: str, entry) -> dict:
+    """`table` with `entry` put first, in place (restore it with the returned copy)."""
+    saved = dict(table)
+    table.clear()
+    table.update({name: entry, **saved})
+    return saved
+
+
+def test_a_toy_backend_or_step_loop_first_in_its_table_runs_where_it_applies():
+    """A back end says itself whether it serves a call, a step loop where it is the default:
+    one entry first in the table is all a new kind needs."""
+    calls = []
+
+    class Toy(LSTMBackend):  # the reference, for layers that ask for it
+        @classmethod
+        def applies(cls, layer, x):
+            return getattr(layer, "toy", False)
+
+        def run(self, loop, x, lengths, state):
+            calls.append(("backend", loop))
+            return super().run(loop, x, lengths, state)
+
+    def toy_loop(layer, backend, x, lengths, state):
+        calls.append(("loop", type(backend).__name__))
+        return STEP_LOOPS["packed"].run(layer, backend, x, lengths, state)
+
+    layer = _layer(seed=3)
+    x, lengths, _ = _inputs(layer, stateful=False, seed=4)
+    with torch.inference_mode():
+        expected = layer(x, lengths)
+    saved_backends = _first_in(BACKENDS, "toy", Toy)
+    saved_loops = _first_in(STEP_LOOPS, "toy", StepLoopKind(toy_loop, ("cpu",)))
+    try:
+        with torch.inference_mode():
+            plain = layer(x, lengths)  # the toy loop, the "cpu" back end: no toy asked
+            layer.toy = True
+            got = layer(x, lengths)
+    finally:
+        for table, saved in ((BACKENDS, saved_backends), (STEP_LOOPS, saved_loops)):
+            table.clear()
+            table.update(saved)
+    assert calls == [("loop", "CPUBackend"), ("backend", toy_loop), ("loop", "Toy")]
+    for out in (plain, got):
+        torch.testing.assert_close(out[0], expected[0], atol=1e-5, rtol=1e-5)
 
 
 def _unclipped(seed: int) -> ProjectedLSTM:

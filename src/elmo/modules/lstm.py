@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -134,18 +135,18 @@ class ProjectedLSTM(nn.Module):
         x: torch.Tensor,
         lengths: torch.Tensor | None,
         state: LSTMState | None = None,
-        step_loop: str = "packed",
+        step_loop: str | None = None,
         backend: str | None = None,
     ) -> tuple[torch.Tensor, LSTMState]:
         """x (D, B, T, I), lengths (B,) sorted longest first (None: every row has all T
         positions) -> outputs (D, B, T, P), zero at padding, and each row's final state, taken
         at its own last position.
 
-        Without a `state` every row starts from zeros. `step_loop` is a key of `STEP_LOOPS`,
-        `backend` one of `BACKENDS` (None: `choose_backend`'s).
+        Without a `state` every row starts from zeros. `step_loop` is a key of `STEP_LOOPS`
+        (None: `default_step_loop`'s), `backend` one of `BACKENDS` (None: `choose_backend`'s).
         """
-        name = backend or choose_backend(self, x)
-        return BACKENDS[name](self).run(STEP_LOOPS[step_loop], x, lengths, state)
+        loop = STEP_LOOPS[step_loop or default_step_loop(x.device)].run
+        return BACKENDS[backend or choose_backend(self, x)](self).run(loop, x, lengths, state)
 
 
 def packed_loop(
@@ -255,12 +256,29 @@ def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
 # for zeros) -> (outputs (D, B, T, P), final state).
 StepLoop = Callable[[ProjectedLSTM, LSTMBackend, torch.Tensor, "torch.Tensor | None",
                      "LSTMState | None"], tuple[torch.Tensor, LSTMState]]
-STEP_LOOPS: dict[str, StepLoop] = {"packed": packed_loop, "masked": masked_loop}
+
+
+@dataclass(frozen=True)
+class StepLoopKind:
+    """A step loop and the device types it is the default on (None: any)."""
+
+    run: StepLoop
+    default_on: tuple[str, ...] | None
+
+    def is_default(self, device: torch.device) -> bool:
+        return self.default_on is None or device.type in self.default_on
+
+
+# In order of preference: a device's default is the first whose `is_default` is True.
+STEP_LOOPS: dict[str, StepLoopKind] = {
+    "packed": StepLoopKind(packed_loop, ("cpu",)),  # no padding computed: the CPU's
+    "masked": StepLoopKind(masked_loop, None),  # fixed shapes, no host syncs: accelerators'
+}
 
 
 def default_step_loop(device: torch.device) -> str:
-    """"packed" on the CPU, "masked" on an accelerator (fixed shapes, no host syncs)."""
-    return "packed" if device.type == "cpu" else "masked"
+    """The first of `STEP_LOOPS` that is the default on `device`."""
+    return next(name for name, kind in STEP_LOOPS.items() if kind.is_default(device))
 
 
 class StackedLSTM(nn.Module):

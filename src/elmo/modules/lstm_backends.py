@@ -2,8 +2,9 @@
 
 `elmo.modules.lstm` writes the recurrence once: a step loop (packed or masked) and the cell's
 equations (`lstm_cell`). A back end supplies their matrix products (x @ W, plus an addend, into
-an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` names them and
-`choose_backend` picks one per layer call:
+an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` names them in
+order of preference, and each says itself whether it serves a layer call (`applies`):
+`choose_backend` takes the first that does, once per layer call:
 
 - "reference": torch's batched matmuls and elementwise functions, every result a new tensor
   that autograd can record; any device, with or without gradients. Every other back end is
@@ -75,6 +76,11 @@ class LSTMBackend:
     # this many bytes: small enough to stay in a CPU core's cache until the steps read them.
     gate_chunk_bytes = 4 * 2**20
 
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        """Whether it serves a call of `layer` on x: the reference serves every one."""
+        return True
+
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
         self.weights = {name: getattr(layer, f"{name}_weight") for name in WEIGHT_NAMES}
@@ -115,6 +121,10 @@ class CPUBackend(LSTMBackend):
 
     ops = IN_PLACE_OPS
 
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        return x.device.type == "cpu" and not torch.is_grad_enabled()
+
     def matmul(
         self, name: str, x: Tensor, weight: Tensor, add: Tensor | None, out: Tensor | None
     ) -> Tensor:
@@ -141,6 +151,10 @@ class Int8Backend(LSTMBackend):
     # whose input o * tanh(c) at 7 bits raised the shipped model's mean relative error per
     # LSTM layer from 1.7% to 2.5-2.7% (from 1.8-1.9% with 7 bits for the other two).
     activation_bits = {"input": 7, "state": 7, "proj": 8}
+
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        return layer.int8 is not None
 
     def __init__(self, layer: nn.Module) -> None:
         check_inference()
@@ -171,6 +185,11 @@ class CuDNNBackend(LSTMBackend):
     in float32, as `lstm_cell` keeps it. cuDNN takes fp16, fp32 and fp64 only: in bf16 torch
     runs its own CUDA LSTM kernels (a loop in C++: no step loop in Python either).
     """
+
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        """Training (autograd records) an unclipped layer."""
+        return torch.is_grad_enabled() and not layer.clipped
 
     def __init__(self, layer: nn.Module) -> None:
         if layer.clipped:
@@ -226,22 +245,16 @@ class CuDNNBackend(LSTMBackend):
         return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
 
 
+# In order of preference: the first whose `applies` is True runs a layer call.
 BACKENDS: dict[str, type[LSTMBackend]] = {
-    "reference": LSTMBackend,
-    "cpu": CPUBackend,
-    "int8": Int8Backend,
-    "cudnn": CuDNNBackend,
+    "int8": Int8Backend,  # a quantized layer
+    "cudnn": CuDNNBackend,  # training an unclipped layer
+    "cpu": CPUBackend,  # inference on the CPU
+    "reference": LSTMBackend,  # anything else: training a clipped layer, inference elsewhere
 }
 
 
 def choose_backend(layer: nn.Module, x: Tensor) -> str:
-    """The back end of one call of `layer` (a `ProjectedLSTM`) on input x: "int8" for a
-    quantized layer; where autograd records, "cudnn" for an unclipped layer and "reference"
-    for a clipped one; "reference" off the CPU; else "cpu"."""
-    if layer.int8 is not None:
-        return "int8"
-    if torch.is_grad_enabled():
-        return "reference" if layer.clipped else "cudnn"
-    if x.device.type != "cpu":
-        return "reference"
-    return "cpu"
+    """The back end of one call of `layer` (a `ProjectedLSTM`) on input x: the first of
+    `BACKENDS` that applies."""
+    return next(name for name, backend in BACKENDS.items() if backend.applies(layer, x))
