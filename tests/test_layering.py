@@ -4,6 +4,7 @@ with other libraries sit on one floor between the library and the entry points. 
 shared helpers from tests/helpers/, never from another test module."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,23 +27,27 @@ LIBRARY = [
     {"training", "tasks"},  # a task run does not need the pretraining recipe
     {"analysis"},
 ]
-# Integration (`elmo.<name>`, a module or package) -> top-level module of the library it plugs
-# into. Each is a thin adapter over the library, imports its library through
-# `elmo.extras.import_extra`, no other integration, and only entry points import it.
+# Integration (a part of `elmo`: a module or package; the adapters of `elmo.integrations` each
+# a part) -> top-level module of the library it plugs into. Each is a thin adapter over the
+# library, imports its library through `elmo.extras.import_extra`, no other integration, and
+# only entry points import it. The engines and pipelines built on the embedding job or the
+# BiLM (bio, onnx, ray) stand beside the adapters.
 INTEGRATIONS = {
-    "allennlp": "allennlp",
+    "integrations.allennlp": "allennlp",
+    "integrations.flair": "flair",
+    "integrations.simple_elmo": "simple_elmo",
+    "integrations.spacy": "spacy",
     "bio": "bio_embeddings",
-    "flair": "flair",
     "onnx": "onnx",
     "ray": "ray",
-    "simple_elmo": "simple_elmo",
-    "spacy": "spacy",
 }
+# The adapters' public paths (`elmo.flair`, ...), above them: re-exports only.
+ADAPTER_PATHS = {"allennlp", "flair", "simple_elmo", "spacy"}
 # The entry points, above the integrations. The package's `__init__` gathers public names from
 # every floor (the AllenNLP names included) and has none.
 ENTRY_POINTS = [{"serve", "demo"}, {"cli"}, {"__main__"}]
 
-FLOORS = [*LIBRARY, set(INTEGRATIONS), *ENTRY_POINTS]
+FLOORS = [*LIBRARY, set(INTEGRATIONS), ADAPTER_PATHS, *ENTRY_POINTS]
 FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
 
 
@@ -57,20 +62,37 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def part_named(dotted: tuple[str, ...]) -> str:
+    """The part of `elmo` that a module path inside it (without `elmo`) belongs to: its
+    top-level module or sub-package, or an adapter of `elmo.integrations`."""
+    if dotted[0] == "integrations" and len(dotted) > 1:
+        return f"integrations.{dotted[1]}"
+    return dotted[0]
+
+
 def imported_elmo_parts(path: Path) -> list[tuple[int, str]]:
-    """(line, top-level part of `elmo`) for every import of the package in `path`."""
-    return [(line, module.split(".")[1]) for line, module in imported_modules(path)
+    """(line, part of `elmo`) for every import of the package in `path`."""
+    return [(line, part_named(tuple(module.split(".")[1:])))
+            for line, module in imported_modules(path)
             if module.startswith("elmo.") and module != "elmo.__version__"]
 
 
 def part_of(path: Path) -> str:
-    """The top-level module or sub-package of `elmo` that `path` belongs to."""
-    return path.relative_to(SRC).parts[0].removesuffix(".py")
+    """The part of `elmo` that the file `path` belongs to."""
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return "__init__" if parts == ("__init__",) else part_named(parts)
+
+
+def parts_of_the_package() -> set[str]:
+    """Every part of `elmo`: its top-level modules and sub-packages, and the adapters."""
+    top = {p.name.removesuffix(".py") for p in SRC.iterdir()
+           if p.suffix == ".py" or (p / "__init__.py").is_file()} - {"__init__", "integrations"}
+    return top | {f"integrations.{p.stem}" for p in (SRC / "integrations").glob("*.py")
+                  if p.stem != "__init__"}
 
 
 def test_every_part_is_on_a_floor_or_an_integration():
-    parts = {p.name.removesuffix(".py") for p in SRC.iterdir()
-             if p.suffix == ".py" or (p / "__init__.py").is_file()} - {"__init__"}
+    parts = parts_of_the_package()
     unplaced = sorted(parts - set(FLOOR))
     assert not unplaced, (f"{unplaced}: put a library module on a floor of LIBRARY, or list an "
                           "integration, named after the library it plugs into, in INTEGRATIONS")
@@ -80,7 +102,7 @@ def test_no_import_from_a_floor_above_or_beside():
     wrong = []
     for path in sorted(SRC.rglob("*.py")):
         part = part_of(path)
-        if part == "__init__":  # the package's public names gather every layer
+        if part in ("__init__", "integrations"):  # public names of every layer; a docstring
             continue
         for line, imported in imported_elmo_parts(path):
             if imported != part and FLOOR[imported] >= FLOOR[part]:
@@ -167,3 +189,20 @@ def test_no_module_imports_one_that_imports_it_back():
                     seen.add(imported)
                     stack.append((imported, (*path, imported)))
     assert not circles, "\n".join(sorted(circles))
+
+
+def test_the_readme_layout_lists_the_floors():
+    """README.md's layout names every part once, floor by floor, as FLOORS has them."""
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Layout", 1)[1].split("```")[1]
+    listed: list[set[str]] = []
+    for line in block.splitlines():
+        match = re.match(r"^\s*(\d+)?\s+((?:integrations/)?[a-z_]+)(?:\.py|/)(?:\s|$)", line)
+        if match is None:
+            continue
+        floor, name = match.groups()
+        if floor is not None:
+            assert int(floor) == len(listed) + 1, f"floor {floor} out of order: {line!r}"
+            listed.append(set())
+        listed[-1].add(name.replace("/", "."))
+    assert listed == FLOORS

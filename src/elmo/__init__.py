@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 PUBLIC_NAMES = {
-    "Elmo": "elmo.allennlp",
-    "ElmoEmbedder": "elmo.allennlp",
+    "Elmo": "elmo.integrations.allennlp",
+    "ElmoEmbedder": "elmo.integrations.allennlp",
     "batch_to_ids": "elmo.chars",
     "BiLMConfig": "elmo.config",
     "EmbedSettings": "elmo.embedding",
@@ -53,11 +53,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
-    from elmo.allennlp import Elmo, ElmoEmbedder
     from elmo.chars import batch_to_ids
     from elmo.config import BiLMConfig
     from elmo.embedding import Embedder, EmbedSettings
     from elmo.errors import ElmoError
+    from elmo.integrations.allennlp import Elmo, ElmoEmbedder
     from elmo.loading import LoadedModel, load_model, load_pretrained
     from elmo.loading.formats import load_bilm_tf, save_bilm_tf, save_pretrained
     from elmo.loading.publish import push_to_hub
