@@ -6,7 +6,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install dev demo test test-flair lint
+.PHONY: install dev demo test test-flair node-example lint
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,7 @@ dev: $(BIN)/python
 demo: install
 	$(BIN)/python -m elmo.demo
 
-test: lint test-flair
+test: lint test-flair node-example
 	$(BIN)/python -m pytest -q
 
 # flair needs huggingface_hub < 1.0, [dev] >= 1.0 (docs/flair.md): a venv of its own
@@ -31,7 +31,13 @@ test-flair:
 	test -x $(FLAIR_VENV)/bin/python || $(PY) -m venv $(FLAIR_VENV)
 	$(FLAIR_VENV)/bin/pip install -q torch==2.13.0
 	$(FLAIR_VENV)/bin/pip install -q -e '.[flair]' pytest
-	$(FLAIR_VENV)/bin/python -m pytest -q tests/test_flair.py tests/test_readme.py -k flair
+	$(FLAIR_VENV)/bin/python -m pytest -q tests/test_flair.py tests/test_readme.py tests/test_layer_choice.py -k flair
+
+# onnxruntime-node for examples/onnx-node's test in tests/test_onnx.py, where npm is installed;
+# without its CUDA files, which its install script would download from outside the registry
+node-example:
+	if command -v npm >/dev/null; then cd examples/onnx-node && \
+		ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install --no-audit --no-fund --silent; fi
 
 lint: dev
 	$(BIN)/ruff check src tests benchmarks tools

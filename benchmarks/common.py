@@ -12,6 +12,7 @@ import gzip
 import json
 import math
 import os
+import platform
 import subprocess
 import tempfile
 import time
@@ -121,6 +122,26 @@ def machine_info() -> dict[str, Any]:
             "other_training_runs": others}
 
 
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+
+
+def cpu_info() -> dict[str, Any]:
+    """The CPU's model name, the vector instruction sets it has (of ISA_FLAGS), and the one
+    torch's kernels use."""
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:  # not Linux
+        pass
+    return {"cpu": cpu, "isa": [f for f in ISA_FLAGS if f in flags],
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def preset_name(config: BiLMConfig) -> str | None:
     """The preset with `config`'s architecture (vocab size and dropout aside), if any."""
     def arch(c: BiLMConfig) -> dict[str, Any]:
@@ -197,7 +218,8 @@ def oov_stats(path: Path, vocab: Vocabulary, tokenizer: str = "whitespace") -> d
 
 
 class TimedTrainer(Trainer):
-    """The real Trainer; also records when each step ended and how many tokens it had."""
+    """The real Trainer; also records when each step ended and how many tokens it had (on a
+    GPU, when the host had issued the step: synchronize to time the device)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -207,10 +229,10 @@ class TimedTrainer(Trainer):
     def _train_step(self, batch):  # type: ignore[no-untyped-def]
         if not self.step_ends:  # the first step's start: after setup
             self.step_ends.append(time.perf_counter())
-        loss_f, loss_b, n_tokens = super()._train_step(batch)
+        n_tokens = super()._train_step(batch)
         self.step_ends.append(time.perf_counter())
         self.step_tokens.append(n_tokens)
-        return loss_f, loss_b, n_tokens
+        return n_tokens
 
 
 @dataclass

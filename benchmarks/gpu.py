@@ -13,14 +13,24 @@ after each section, so what was measured is kept when `--minutes` runs out or th
 3. Speed: `Embedder` tokens/s (the library `elmo embed` runs, in memory, no file) for `small`
    and `original` at several token budgets, fp32 / TF32 / bf16, graphs and eager; the first
    pass (cold word cache, graph capture) and a second one (cold word cache, graphs warm); a
-   breakdown of one batch (char-CNN, LSTMs eager and graphed, host-side preparation);
-   pretraining tokens/s (`elmo.training.Trainer`) for `compact`, `small`, `original`. Each
+   breakdown of one batch (char-CNN, LSTMs eager and graphed, host-side preparation). Each
    also as a fraction of the card's limit: its measured matmul rate over a token's FLOPs.
+   Pretraining (`elmo.training.Trainer`, the training section: `--skip correctness
+   embedding memory` runs it alone): `original` and `small` at 128 and 512 rows, bf16 and
+   TF32, the step replayed from a CUDA graph or eager, the LSTM clipped (reference back end)
+   or not (cuDNN): tokens/s, the fraction of the limit, the device's busy fraction
+   (torch.profiler's kernel time over the wall time of a few steps), the milliseconds a
+   step takes and those the training thread spends on the CPU, the loss.
 4. Memory: peak device memory per token budget, the largest budget that fits (a linear fit of
    peak against budget, over the free memory), a 10,000-token input embedded.
+5. ELMo or BERT: benchmarks/elmo_vs_bert.py's table on the device (ELMo and Hugging Face BERT
+   in fp32, TF32 and bf16 on CoNLL-2003 and MSRA sentences; needs transformers and tokenizers,
+   and conll2003/ and msra-ner/ in `--data` or ../shared/data).
 
     python benchmarks/gpu.py --out OUT_DIR [--minutes 3] [--data DIR] [--fixtures DIR]
     python benchmarks/gpu.py --device cpu --quick --out OUT_DIR    # smoke run (tests)
+    python benchmarks/gpu.py --out OUT_DIR --skip correctness embedding memory training
+        # ELMo or BERT alone
 
 `--data` holds `wikitext2_test_1000.txt` (or WikiText-2's `test.txt`) for embedding and
 WikiText-2's `train.txt.gz` for training speed; default: ../shared/bench and
@@ -41,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import elmo_vs_bert
 import numpy as np
 import torch
 from common import (
@@ -59,7 +70,9 @@ from elmo.device import computing_in, tf32_allowed
 from elmo.embed import Embedder
 from elmo.loading import load_model
 from elmo.modules.bilm import BiLM, add_boundaries
+from elmo.modules.lstm import STEP_LOOPS
 from elmo.training import TrainConfig
+from elmo.training.step import GraphedStep
 
 FIXTURES = {  # folder under fixtures/bilm-tf -> its sentences file
     "bilm-tf": ("bilm-tf_tests_fixtures/model", "lm_embeddings_sentences.json"),
@@ -374,107 +387,183 @@ def memory(report: Report, device: torch.device, texts: list[list[str]], quick: 
 # ---- pretraining speed ---------------------------------------------------------------------
 
 
-class LoopTrainer(TimedTrainer):
-    """The timed Trainer with the LSTM's step loop chosen (None: the device's default) and,
-    if `profiled_steps`, torch.profiler's tables of that many steps after 5 warm-up steps."""
+@dataclass(frozen=True)
+class TrainRun:
+    """One pretraining measurement, `PRESET:ROWS:PRECISION[:OPTION...]` on the command line.
 
+    Options: `eager` (no CUDA graph of the step), `noclip` (an unclipped LSTM, which trains
+    through the cudnn back end), `reference` (the reference back end even so), a step loop
+    (`packed`, `masked`)."""
+
+    preset: str
+    batch_size: int
+    precision: str
+    graphs: bool = True
+    clip: bool = True
+    backend: str | None = None  # forced LSTM back end (None: choose_backend's)
     step_loop: str | None = None
-    profiled_steps = 0
-    profile: dict[str, str] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TrainRun:
+        preset, batch, precision, *options = text.split(":")
+        unknown = set(options) - {"eager", "noclip", "reference", *STEP_LOOPS}
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown options {sorted(unknown)} in {text}")
+        loops = [o for o in options if o in STEP_LOOPS]
+        return cls(preset, int(batch), precision, "eager" not in options,
+                   "noclip" not in options, "reference" if "reference" in options else None,
+                   loops[0] if loops else None)
+
+    @property
+    def lstm(self) -> str:
+        """The LSTM back end the run trains through."""
+        return self.backend or ("reference" if self.clip else "cudnn")
+
+    @property
+    def name(self) -> str:
+        return " ".join(str(v) for v in (
+            self.preset, self.batch_size, self.precision,
+            "graphs" if self.graphs else "eager", self.lstm, self.step_loop) if v)
+
+
+# In order of importance (each about 5-15 s on an H100/H200): `original` at 512 rows in
+# bf16, graphs and cuDNN on and off, then TF32, `small`, 128 rows.
+DEFAULT_TRAIN_RUNS = [
+    "original:512:bf16", "original:512:bf16:noclip", "original:512:bf16:eager",
+    "original:512:bf16:noclip:eager", "original:512:tf32", "original:512:tf32:noclip",
+    "small:512:bf16", "small:512:bf16:noclip", "original:128:bf16",
+    "original:128:bf16:noclip", "small:128:bf16", "small:128:bf16:noclip",
+    "small:512:bf16:eager", "original:512:bf16:noclip:reference", "original:128:bf16:eager",
+    "small:512:tf32:noclip",
+]
+QUICK_TRAIN_RUNS = ["tiny:16:fp32", "tiny:16:bf16", "tiny:16:fp32:noclip",
+                    "tiny:16:fp32:eager"]
+
+
+class BenchTrainer(TimedTrainer):
+    """The timed Trainer with the LSTM's step loop and back end chosen, the device
+    synchronized where the timed steps begin and end (a step only issues its work), the
+    training thread's CPU time over them, then torch.profiler over `profiled` steps: the
+    device's kernel time over their wall time (its busy fraction), and its tables if
+    `tables`."""
+
+    run_spec: TrainRun
+    warmup = 8  # steps before the timed ones (first steps, graph captures)
+    timed = 24
+    profiled = 6
+    tables = False
 
     def _setup(self, prepared):  # type: ignore[no-untyped-def]
         ckpt = super()._setup(prepared)
-        self.lm.bilm.lstm.step_loop = self.step_loop
+        self.lm.bilm.lstm.step_loop = self.run_spec.step_loop
+        self.lm.bilm.lstm.backend = self.run_spec.backend
+        self.marks: dict[str, tuple[float, float]] = {}
+        self.profile: dict[str, Any] = {}
         return ckpt
+
+    def _mark(self, name: str) -> None:
+        synchronize(self.world.device)
+        self.marks[name] = (time.perf_counter(), time.thread_time())
 
     def _train_step(self, batch):  # type: ignore[no-untyped-def]
         done = len(self.step_tokens)
-        if self.profiled_steps and done == 5:
+        if done == self.warmup:
+            self._mark("timed")
+        if done == self.warmup + self.timed:
+            self._mark("profiled")
             activities = [torch.profiler.ProfilerActivity.CPU]
             if self.world.device.type == "cuda":
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self._profiler = torch.profiler.profile(activities=activities)
             self._profiler.__enter__()
-        result = super()._train_step(batch)
-        if self.profiled_steps and done == 4 + self.profiled_steps:
-            synchronize(self.world.device)
+        n_tokens = super()._train_step(batch)
+        if done == self.warmup + self.timed + self.profiled - 1:
+            self._mark("end")
             self._profiler.__exit__(None, None, None)
             table, self._profiler = self._profiler.key_averages(), None
-            self.profile = {f"by {key}": table.table(sort_by=key, row_limit=20,
-                                                     max_name_column_width=50)
-                            for key in ("self_cpu_time_total", "self_device_time_total")}
-        return result
+            kernel_us = sum(e.self_device_time_total for e in table)
+            wall = self.marks["end"][0] - self.marks["profiled"][0]
+            self.profile["gpu_busy"] = kernel_us / 1e6 / wall if self.world.device.type \
+                == "cuda" else None
+            if self.tables:
+                self.profile["tables"] = {
+                    f"by {key}": table.table(sort_by=key, row_limit=20, max_name_column_width=50)
+                    for key in ("self_cpu_time_total", "self_device_time_total")}
+        return n_tokens
 
 
-def training_run(run: TrainRun, device: torch.device, train: Path, vocab: Path, steps: int,
-                 work: Path, profiled_steps: int = 0) -> dict[str, Any]:
+def training_run(run: TrainRun, device: torch.device, train: Path, vocab: Path, work: Path,
+                 quick: bool, tables: bool) -> dict[str, Any]:
+    warmup, timed, profiled = (2, 4, 2) if quick else (8, 24, 6)
     config = TrainConfig(train=[str(train)], vocab=str(vocab), preset=run.preset,
-                         batch_size=run.batch_size, max_steps=steps, precision=run.precision,
-                         device=str(device), checkpoint_every=10**9, eval_every=10**9,
+                         batch_size=run.batch_size, max_steps=warmup + timed + profiled,
+                         precision=run.precision, device=str(device), cuda_graphs=run.graphs,
+                         lstm_clip=run.clip, checkpoint_every=10**9, eval_every=10**9,
                          log_every=10**9)
-    out = work / (run.name.replace(" ", "-") + ("-profiled" if profiled_steps else ""))
-    trainer = LoopTrainer(config, out, progress=False)
-    trainer.step_loop, trainer.profiled_steps = run.step_loop, profiled_steps
+    trainer = BenchTrainer(config, work / run.name.replace(" ", "-"), progress=False)
+    trainer.run_spec, trainer.tables = run, tables
+    trainer.warmup, trainer.timed, trainer.profiled = warmup, timed, profiled
     trainer.run()
-    if profiled_steps:
-        return trainer.profile or {}
-    skip = min(5, steps - 1)
-    ends, tokens = trainer.step_ends, trainer.step_tokens
-    seconds = ends[-1] - ends[skip]
+    (start, cpu_start), (stop, cpu_stop) = trainer.marks["timed"], trainer.marks["profiled"]
+    tokens = sum(trainer.step_tokens[warmup : warmup + timed])
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    flops = training_flops_per_token(trainer.lm.bilm.config, len(trainer.vocab))
-    return {"tokens_per_s": sum(tokens[skip:]) / seconds, "steps_timed": len(tokens) - skip,
-            "vocab_size": len(trainer.vocab), "softmax": trainer.lm.softmax_mode,
-            "peak_memory_mb": peak and peak / 2**20, "flops_per_token": flops}
+    graphed = trainer.train_step if isinstance(trainer.train_step, GraphedStep) else None
+    last = json.loads((trainer.out / "metrics.jsonl").read_text().splitlines()[-1])
+    return {"tokens_per_s": tokens / (stop - start), "steps_timed": timed,
+            "ms_per_step": 1000 * (stop - start) / timed,
+            "host_ms_per_step": 1000 * (cpu_stop - cpu_start) / timed,
+            "gpu_busy": trainer.profile.get("gpu_busy"),
+            "graph_replays": graphed.replays if graphed else 0,
+            "graph_failed": graphed.failed if graphed else None,
+            "train_loss": last["train_loss"], "vocab_size": len(trainer.vocab),
+            "softmax": trainer.lm.softmax_mode, "peak_memory_mb": peak and peak / 2**20,
+            "flops_per_token": training_flops_per_token(trainer.lm.bilm.config,
+                                                        len(trainer.vocab)),
+            **({"profile": trainer.profile["tables"]} if tables else {})}
 
 
 def training(report: Report, device: torch.device, train_text: Path, quick: bool,
              runs: list[TrainRun], profiled: list[TrainRun]) -> None:
+    """Pretraining tokens/s of each run, its fraction of the card's limit, the device's busy
+    fraction and the host's milliseconds a step; `profiled` runs also keep their tables."""
     rows = report.data.setdefault("training", [])
     limits = report.data["card"]["matmul_tflops"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        train = head_lines(train_text, 2000 if quick else 20000, work / "train.txt")
+        train = head_lines(train_text, 2000 if quick else 8000, work / "train.txt")
         vocab = build_vocab([Path(train_text)], "whitespace", work / "vocab.txt")
-        for run in runs:
+        for run in [*runs, *(r for r in profiled if r not in runs)]:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
             result = report.guarded(f"train {run.name}", lambda run=run: training_run(
-                run, device, train, vocab, 8 if quick else 40, work))
+                run, device, train, vocab, work, quick, run in profiled))
             if result is None:
                 continue
+            if run in profiled:
+                report.data.setdefault("profiles", {})[run.name] = result.pop("profile")
             limit = limits[run.precision] * 1e12 / result["flops_per_token"]
             rows.append({"preset": run.preset, "batch_size": run.batch_size,
-                         "precision": run.precision, "step_loop": run.step_loop or "default",
-                         **result, "limit_tokens_per_s": limit,
+                         "precision": run.precision, "graphs": run.graphs, "lstm": run.lstm,
+                         "step_loop": run.step_loop or "default", **result,
+                         "limit_tokens_per_s": limit,
                          "fraction_of_limit": result["tokens_per_s"] / limit})
             report.write()
-        for run in profiled:
-            report.data.setdefault("profiles", {})[run.name] = report.guarded(
-                f"profile {run.name}", lambda run=run: training_run(
-                    run, device, train, vocab, 16, work, profiled_steps=10))
-            report.write()
 
 
-@dataclass(frozen=True)
-class TrainRun:
-    """One pretraining measurement: `PRESET:BATCH:PRECISION[:STEP_LOOP]` on the command line."""
+# ---- ELMo or BERT -----------------------------------------------------------------------------
 
-    preset: str
-    batch_size: int
-    precision: str
-    step_loop: str | None = None
 
-    @classmethod
-    def parse(cls, text: str) -> TrainRun:
-        preset, batch, mode, *loop = text.split(":")
-        return cls(preset, int(batch), mode, loop[0] if loop else None)
-
-    @property
-    def name(self) -> str:
-        return " ".join(str(v) for v in (self.preset, self.batch_size, self.precision,
-                                         self.step_loop) if v)
+def elmo_or_bert(report: Report, device: torch.device, data: Path, quick: bool) -> None:
+    """benchmarks/elmo_vs_bert.py on the device: no ONNX Runtime, no memory children (the
+    rows hold the batch-1 pass's peak device memory); quick: one workload, tiny models."""
+    sizes = ["--quick", "--workloads", "conll2003"] if quick else \
+        ["--sentences", "512", "--latency-sentences", "64", "--repeats", "2"]
+    args = elmo_vs_bert.options(["--device", str(device), "--data", str(data), "--threads",
+                                 str(torch.get_num_threads()), "--memory-sentences", "0",
+                                 *sizes])
+    report.data["elmo_vs_bert"] = report.guarded("elmo vs bert", lambda: elmo_vs_bert.run(args))
+    report.write()
 
 
 # ---- the table -----------------------------------------------------------------------------
@@ -521,17 +610,29 @@ def markdown(data: dict[str, Any]) -> str:
                       + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), ""]
     if data.get("training"):
         lines += ["## Pretraining", "", *md_table(
-            ["preset", "batch", "precision", "step loop", "tokens/s", "limit", "frac", "softmax",
-             "peak MB"],
-            [[r["preset"], str(r["batch_size"]), r["precision"], r["step_loop"],
-              f"{r['tokens_per_s']:,.0f}", f"{r['limit_tokens_per_s']:,.0f}",
-              f"{r['fraction_of_limit']:.3f}", r["softmax"], f"{r['peak_memory_mb'] or 0:,.0f}"]
+            ["preset", "rows", "precision", "step", "LSTM", "tokens/s", "limit", "frac",
+             "GPU busy", "ms/step", "host ms/step", "loss", "peak MB"],
+            [[r["preset"], str(r["batch_size"]), r["precision"],
+              ("graphs" if r["graph_replays"] else "eager (capture failed)" if
+               r["graph_failed"] else "eager") + (f", {r['step_loop']} loop"
+                                                  if r["step_loop"] != "default" else ""),
+              r["lstm"], f"{r['tokens_per_s']:,.0f}", f"{r['limit_tokens_per_s']:,.0f}",
+              f"{r['fraction_of_limit']:.3f}",
+              "" if r["gpu_busy"] is None else f"{r['gpu_busy']:.0%}",
+              f"{r['ms_per_step']:.1f}", f"{r['host_ms_per_step']:.1f}",
+              f"{r['train_loss']:.3f}", f"{r['peak_memory_mb'] or 0:,.0f}"]
              for r in data["training"]]), ""]
+        failed = {f"{r['preset']} {r['batch_size']} {r['precision']} {r['lstm']}":
+                  r["graph_failed"] for r in data["training"] if r["graph_failed"]}
+        if failed:
+            lines += ["Graph captures that failed: " + json.dumps(failed), ""]
     for name, tables in (data.get("profiles") or {}).items():
         for key, table in (tables or {}).items():
             lines += [f"Profile of pretraining {name}, {key}:", "", "```", table, "```", ""]
     if data.get("memory"):
         lines += ["## Memory", "", "```", json.dumps(data["memory"], indent=1), "```", ""]
+    if data.get("elmo_vs_bert"):
+        lines += ["## ELMo or BERT", "", elmo_vs_bert.markdown(data["elmo_vs_bert"])]
     lines += ["Seconds each: " + ", ".join(f"{k} {v}" for k, v in
                                          (data.get("seconds_each") or {}).items()), ""]
     if data.get("errors") or data.get("skipped_for_time"):
@@ -551,18 +652,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, help="folder with the texts (see above)")
     parser.add_argument("--fixtures", type=Path, default=SHARED / "fixtures" / "bilm-tf")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["correctness", "embedding", "memory", "training"])
+                        choices=["correctness", "embedding", "memory", "training", "bert"])
     parser.add_argument("--presets", nargs="+", help="embedding presets (default: original "
                         "small; quick: tiny)")
     parser.add_argument("--budgets", nargs="+", type=int, help="embedding token budgets "
                         "(default 4096 16384 65536; quick: 256 1024)")
     parser.add_argument("--profile-runs", nargs="*", type=TrainRun.parse, metavar="RUN",
-                        default=[], help="pretraining runs (as --train-runs) whose steps 6-15 "
-                        "torch.profiler breaks down (default: none)")
+                        default=[], help="pretraining runs (as --train-runs) whose profiled "
+                        "steps' torch.profiler tables are kept (default: none)")
     parser.add_argument("--train-runs", nargs="+", type=TrainRun.parse, metavar="RUN",
-                        help="pretraining runs as PRESET:BATCH:PRECISION[:STEP_LOOP] "
-                        "(default: original and small at 128 and 512 in bf16, compact, "
-                        "original in tf32; quick: tiny)")
+                        help="pretraining runs as PRESET:ROWS:PRECISION[:OPTION...], options "
+                        "eager, noclip, reference, packed, masked (default: "
+                        + " ".join(DEFAULT_TRAIN_RUNS) + "; quick: "
+                        + " ".join(QUICK_TRAIN_RUNS) + ")")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -585,10 +687,9 @@ def main(argv: list[str] | None = None) -> None:
     presets = args.presets or (["tiny"] if args.quick else ["original", "small"])
     budgets = args.budgets or ([256, 1024] if args.quick else [4096, 16384, 65536])
     runs = args.train_runs or [TrainRun.parse(r) for r in (
-        ["tiny:16:fp32", "tiny:16:bf16"] if args.quick else
-        ["original:128:bf16", "original:512:bf16", "small:128:bf16", "small:512:bf16",
-         "compact:128:bf16", "original:128:tf32", "small:512:bf16:packed"])]
-    # In order of importance: the first preset's speed, memory, pretraining, the others.
+        QUICK_TRAIN_RUNS if args.quick else DEFAULT_TRAIN_RUNS)]
+    # In order of importance: the first preset's speed, memory, pretraining, the others, ELMo
+    # or BERT.
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[:1], budgets)
     if "memory" not in args.skip:
@@ -597,6 +698,10 @@ def main(argv: list[str] | None = None) -> None:
         training(report, device, train_text, args.quick, runs, args.profile_runs)
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[1:], budgets)
+    if "bert" not in args.skip:
+        bert_data = args.data if args.data and (args.data / "conll2003").is_dir() \
+            else SHARED / "data"
+        elmo_or_bert(report, device, bert_data, args.quick)
     report.data["seconds"] = round(60 * args.minutes - report.time_left(), 1)
     report.write()
     print((args.out / "gpu.md").read_text())

@@ -119,38 +119,39 @@ def test_index_is_reused_and_rebuilt_for_new_content(tmp_path, corpus, monkeypat
     second.close()
 
 
-def test_a_killed_build_resumes_after_its_last_segment(tmp_path, corpus, monkeypatch, capsys):
-    embedder = Embedder(random_bilm(seed=2))
+def test_a_killed_build_resumes_after_its_last_segment(tmp_path, monkeypatch, capsys):
+    """Killed in its third chunk of lines, a build keeps the two segments before it and
+    resumes after them: the index is the one a build that was not killed writes, bit for
+    bit (each line computed in the batch it has in one run)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS * 3) + "\n", encoding="utf-8")
+    embedder = Embedder(random_bilm(seed=2), batch_size=1)  # chunks of 4 lines with tokens
     whole = NeighbourIndex.open_or_build(embedder, corpus, 1, tmp_path / "whole", "float32",
                                          progress=False)
-    monkeypatch.setattr(nb, "SEGMENT_LINES", 2)
-    embed_items, embedded = nb.embed_items, []
+    embed_batch, embedded = Embedder.embed_batch, []
 
     def dying_after(n):
-        def items(embedder, lines, *args):
-            for line, layers in embed_items(embedder, lines, *args):
-                if len(embedded) == n:
-                    raise KeyboardInterrupt
-                embedded.append(line.number)
-                yield line, layers
-        return items
+        def embed(self, sentences):
+            if len(embedded) == n:
+                raise KeyboardInterrupt
+            embedded.extend(map(tuple, sentences))
+            return embed_batch(self, sentences)
+        return embed
 
     directory = tmp_path / "idx"
-    monkeypatch.setattr(nb, "embed_items", dying_after(4))  # killed in its third segment
+    monkeypatch.setattr(Embedder, "embed_batch", dying_after(9))  # in its third chunk
     with pytest.raises(KeyboardInterrupt):
         NeighbourIndex.open_or_build(embedder, corpus, 1, directory, "float32")
     assert [p.suffix for p in directory.iterdir()] == [".partial"]  # no index file yet
     embedded.clear()
-    monkeypatch.setattr(nb, "embed_items", dying_after(-1))  # never killed
+    monkeypatch.setattr(Embedder, "embed_batch", dying_after(-1))  # never killed
     resumed = NeighbourIndex.open_or_build(embedder, corpus, 1, directory, "float32")
     assert "resuming" in capsys.readouterr().err
-    lines = [n for n, text in enumerate(CORPUS) if text.split()]
-    assert embedded == lines[4:]  # two segments of two lines were kept
+    lines = [tuple(text.split()) for text in CORPUS * 3 if text.split()]
+    assert sorted(embedded) == sorted(lines[8:])  # two segments of four lines were kept
     assert [p.suffix for p in directory.iterdir()] == [".hdf5"]
-    for name in ("line", "position"):
+    for name in ("vectors", "line", "position", "static"):
         np.testing.assert_array_equal(resumed.file[name][...], whole.file[name][...])
-    for name in ("vectors", "static"):  # batched differently: equal up to float rounding
-        np.testing.assert_allclose(resumed.file[name][...], whole.file[name][...], atol=1e-6)
     assert resumed.words == whole.words
     resumed.close()
     whole.close()

@@ -8,6 +8,8 @@ import gzip
 import io
 import json
 import os
+import signal
+import subprocess
 import sys
 
 import h5py
@@ -20,7 +22,7 @@ from elmo import Embedder, batch_to_ids, save_bilm_tf, save_pretrained
 from elmo.cli import main
 from elmo.io.atomic import claim_output
 from elmo.vocab import Vocabulary
-from tests.conftest import random_bilm
+from tests.conftest import REPO, random_bilm
 
 LINES = ["the cat sat on the mat .", "北京 欢迎 你", "a", "bank of the river"]
 
@@ -145,6 +147,15 @@ def test_existing_output_needs_overwrite(tmp_path, model_dir, capsys):
     assert _run("export", model_dir, tmp_path / "exp") == 0
     assert _run("export", model_dir, tmp_path / "exp") == 1
     assert "already exist" in capsys.readouterr().err
+
+
+def test_export_says_which_format_it_wrote_and_why(tmp_path, model_dir, capsys):
+    assert _run("export", model_dir, tmp_path / "m3") == 0  # no .onnx: bilm-tf, said so
+    assert capsys.readouterr().err.startswith(
+        "wrote bilm-tf (the default for an OUTDIR not ending in .onnx; --format native or onnx "
+        f"for another): {tmp_path / 'm3' / 'options.json'}, ")
+    assert _run("export", model_dir, tmp_path / "m4", "--format", "native") == 0
+    assert capsys.readouterr().err.startswith(f"wrote native: {tmp_path / 'm4'}")
 
 
 def test_unwritable_output_directory_is_a_message(tmp_path, model_dir, capsys, monkeypatch):
@@ -403,3 +414,28 @@ def test_a_lock_is_its_holders_flock_not_a_word_in_a_message(tmp_path, model_dir
     assert (tmp_path / "out.hdf5.lock").exists()  # left by the killed holder
     assert _run("embed", model_dir, src, out, "--quiet") == 0
     assert not partial.exists() and not (tmp_path / "out.hdf5.lock").exists()
+
+
+def test_ctrl_c_while_torch_imports_exits_130_quietly(tmp_path):
+    """SIGINT in the first seconds of `elmo ...`, while torch is being imported: status 130 and
+    one line, no traceback (`python -X importtime` says when torch's import has begun)."""
+    src = _write(tmp_path / "in.txt", LINES)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "elmo", "embed", "default", str(src),
+         str(tmp_path / "out.hdf5")], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in process.stderr:  # a torch submodule imported: torch's import is under way
+            if line.startswith("import time:") and line.rstrip().split("| ")[-1].lstrip() \
+                    .startswith("torch."):
+                process.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail("torch was not imported")
+        rest = [line for line in process.stderr if not line.startswith("import time:")]
+        assert process.wait(timeout=120) == 130
+    finally:
+        process.kill()
+    assert len(rest) == 1 and rest[0].startswith("elmo: interrupted")  # one line, no traceback
+    assert not (tmp_path / "out.hdf5").exists()

@@ -23,7 +23,7 @@ from elmo.data.batching import BPTTConfig
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
 from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
-from elmo.training.stream import BatchEncoder, TrainStream
+from elmo.training.stream import BatchEncoder, CandidateSampler, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.helpers.killing import killed_at
@@ -53,12 +53,13 @@ def test_a_training_backward_pass_is_bitwise_repeatable_with_2_threads(tmp_path,
     lm = BiLanguageModel(BiLM(BiLMConfig.preset("tiny", vocab_size=len(vocab))), len(vocab),
                          softmax, num_samples=12).train()
     batch = next(TrainStream([train], "whitespace", vocab, BPTTConfig(64, 20)))
-    char_ids, targets, mask = BatchEncoder(vocab, ByteIndexer(50))(batch).to(torch.device("cpu"))
+    sampler = CandidateSampler(len(vocab), 12, seed=0) if softmax == "sampled" else None
+    tensors = BatchEncoder(vocab, ByteIndexer(50), sampler=sampler)(batch)
 
     def gradients() -> dict[str, torch.Tensor]:
-        torch.manual_seed(1)  # the same dropout masks and sampled candidates
+        torch.manual_seed(1)  # the same dropout masks
         lm.zero_grad(set_to_none=True)
-        lm(char_ids, targets, mask).total.backward()
+        lm(tensors.tokens, tensors.targets, tensors.mask, tensors.candidates).total.backward()
         return {name: p.grad.clone() for name, p in lm.named_parameters()}
 
     with threads(2):

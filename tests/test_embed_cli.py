@@ -13,6 +13,7 @@ from elmo import embed as embed_module
 from elmo import save_bilm_tf, save_pretrained
 from elmo.cli import main
 from elmo.embed import Embedder
+from elmo.errors import ElmoError
 from tests.conftest import random_bilm, require_shared
 
 LINES = ["the cat sat on the mat .", "北京 欢迎 你", "a", "bank of the river", "money in the bank"]
@@ -103,7 +104,7 @@ def test_invalid_utf8_names_file_and_line_and_leaves_nothing(tmp_path, model_dir
     "args, message",
     [
         (["embed", "MODEL", "missing.txt", "out.hdf5"], "input file not found"),
-        (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a released name"),
+        (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a Hugging Face Hub model"),
         (["embed", "EMPTYDIR", "in.txt", "out.hdf5"], "holds no model: a model is in one of"),
         (["embed", "--options", "OPTS", "in.txt", "out.hdf5"], "both --options and --weights"),
     ],
@@ -299,3 +300,39 @@ def test_missing_output_directories_are_created(tmp_path, model_dir):
     assert _run("export", model_dir, tmp_path / "new4/exported") == 0
     assert (tmp_path / "new/dir/out.hdf5").is_file() and (tmp_path / "new3/vocab.txt").is_file()
     assert (tmp_path / "new4/exported/options.json").is_file()
+
+
+@pytest.mark.parametrize(("flag", "expected"), [([], False), (["--cuda-graphs"], True),
+                                                (["--no-cuda-graphs"], False)])
+def test_cuda_graphs_flag_reaches_the_model(tmp_path, model_dir, monkeypatch, flag, expected):
+    """Off by default (eager measured as fast or faster: docs/speed.md); on CPU no effect."""
+    made = []
+    from_pretrained = Embedder.from_pretrained.__func__
+    monkeypatch.setattr(Embedder, "from_pretrained", classmethod(
+        lambda cls, *a, **k: made.append(from_pretrained(cls, *a, **k)) or made[-1]))
+    src = _write(tmp_path / "in.txt", LINES)
+    assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--quiet", *flag) == 0
+    assert made[0].model.cuda_graphs is expected
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:  # the CPU embeds all the same
+        np.testing.assert_allclose(f["0"][...], made[0].embed_sentence(LINES[0].split()),
+                                   atol=1e-6)
+
+
+def test_cuda_graphs_with_stateful_is_refused(tmp_path, model_dir, capsys):
+    src = _write(tmp_path / "in.txt", LINES)
+    assert _run("embed", model_dir, src, tmp_path / "out.hdf5", "--quiet", "--stateful",
+                "--cuda-graphs") == 1
+    err = capsys.readouterr().err
+    assert "CUDA graphs run stateless inference only" in err and "--stateful" in err
+    assert "Traceback" not in err
+
+
+def test_embedder_cuda_graphs_option():
+    bilm = random_bilm(seed=3)
+    assert not bilm.cuda_graphs  # the default: eager
+    assert Embedder(bilm, device="cpu", cuda_graphs=True).model.cuda_graphs
+    assert Embedder(bilm, device="cpu").model.cuda_graphs  # None keeps the model's setting
+    assert not Embedder(bilm, device="cpu", cuda_graphs=False).model.cuda_graphs
+    assert "cuda_graphs" not in Embedder(bilm, device="cpu", cuda_graphs=True).settings()
+    with pytest.raises(ElmoError, match="stateless inference only"):
+        Embedder(bilm, device="cpu", stateful=True, cuda_graphs=True)

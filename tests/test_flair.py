@@ -86,7 +86,37 @@ def test_a_flair_model_we_do_not_have_is_named(model):
 
 def test_an_unknown_embedding_mode_is_refused():
     with pytest.raises(ElmoError, match="embedding_mode must be one of all, top, average"):
-        ELMoEmbeddings("default", embedding_mode="sum")
+        ELMoEmbeddings("default", embedding_mode="middle")
+
+
+def small_tagger() -> SequenceTagger:
+    tags = flair.data.Dictionary(add_unk=False)
+    for tag in ("O", "B-LOC", "I-LOC"):
+        tags.add_item(tag)
+    return SequenceTagger(hidden_size=8, embeddings=ELMoEmbeddings("default"),
+                          tag_dictionary=tags, tag_type="ner")
+
+
+def test_loading_without_importing_elmo_flair_names_the_module_to_import(tmp_path):
+    """flair has no plugin mechanism: its KeyError is all it says, and it names the module."""
+    small_tagger().save(tmp_path / "tagger.pt")
+    load = "import sys; from flair.models import SequenceTagger; SequenceTagger.load(sys.argv[1])"
+    run = subprocess.run([sys.executable, "-c", load, str(tmp_path / "tagger.pt")],
+                         capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == "KeyError: 'elmo.flair.ELMoEmbeddings'"
+
+
+def test_a_model_saved_under_the_former_name_still_loads(tmp_path):
+    tagger = small_tagger()
+    state = tagger._get_state_dict()
+    assert state["embeddings"]["__cls__"] == "elmo.flair.ELMoEmbeddings"
+    state["embeddings"]["__cls__"] = "ELMoEmbeddings"  # what models saved before hold
+    torch.save(state, tmp_path / "former.pt")
+    loaded = SequenceTagger.load(tmp_path / "former.pt")
+    assert isinstance(loaded.embeddings, ELMoEmbeddings)
+    for name, tensor in tagger.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
 
 
 PREDICT = """

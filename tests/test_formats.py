@@ -133,7 +133,7 @@ def test_native_shape_mismatch_and_missing_dir(tmp_path):
     with pytest.raises(ModelNotFoundError, match="config.json"):
         load_native(tmp_path / "empty")
     (tmp_path / "m/config.json").write_text("{not json")
-    with pytest.raises(ModelFileError, match="config.json is not a valid model config"):
+    with pytest.raises(ModelFileError, match="config.json is not valid JSON"):
         load_pretrained(tmp_path / "m")
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from elmo.device import tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules import onednn, quantize
-from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM
+from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM, StepLoopKind
 from elmo.modules.lstm_backends import (
     BACKENDS,
     REFERENCE_OPS,
@@ -18,6 +20,7 @@ from elmo.modules.lstm_backends import (
 )
 from tests.helpers.int8 import EXACT_INT8
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 INT8 = pytest.mark.skipif(quantize.int8_unavailable_reason() is not None,
                           reason=f"no int8 here: {quantize.int8_unavailable_reason()}")
 LENGTHS = [9, 9, 6, 3, 1, 0]  # sorted longest first: full, ending, one step, never running
@@ -53,7 +56,7 @@ def _plain(backend: type[LSTMBackend]) -> type[LSTMBackend]:
 
 def _run(layer, backend: type[LSTMBackend], loop: str, x, lengths, state):
     with torch.inference_mode():
-        return STEP_LOOPS[loop](layer, backend(layer), x, lengths, state)
+        return STEP_LOOPS[loop].run(layer, backend(layer), x, lengths, state)
 
 
 def _assert_equal(got, expected, atol=1e-6):
@@ -112,14 +115,131 @@ def test_reference_gradients_are_equal_over_both_loops():
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_a_backend_is_chosen_by_autograd_device_and_quantization():
+def test_a_backend_is_chosen_by_autograd_clipping_device_and_quantization():
     x = torch.zeros(2, 1, 1, 16)
+    clipped, unclipped = _layer(seed=0), _unclipped(seed=0)
+    quantized = SimpleNamespace(int8=object(), clipped=True)  # what choose_backend reads
     with torch.enable_grad():
-        assert choose_backend(False, x) == "reference"
+        assert choose_backend(clipped, x) == "reference"
+        assert choose_backend(unclipped, x) == "cudnn"
+        assert choose_backend(unclipped, x.to("meta")) == "cudnn"
     with torch.inference_mode():
-        assert choose_backend(False, x) == "cpu"
-        assert choose_backend(True, x) == "int8"
-        assert choose_backend(False, x.to("meta")) == "reference"  # off the CPU
+        assert choose_backend(clipped, x) == choose_backend(unclipped, x) == "cpu"
+        assert choose_backend(quantized, x) == "int8"
+        assert choose_backend(clipped, x.to("meta")) == "reference"  # off the CPU
+
+
+def _first_in(table: dict, name: str, entry) -> dict:
+    """`table` with `entry` put first, in place (restore it with the returned copy)."""
+    saved = dict(table)
+    table.clear()
+    table.update({name: entry, **saved})
+    return saved
+
+
+def test_a_toy_backend_or_step_loop_first_in_its_table_runs_where_it_applies():
+    """A back end says itself whether it serves a call, a step loop where it is the default:
+    one entry first in the table is all a new kind needs."""
+    calls = []
+
+    class Toy(LSTMBackend):  # the reference, for layers that ask for it
+        @classmethod
+        def applies(cls, layer, x):
+            return getattr(layer, "toy", False)
+
+        def run(self, loop, x, lengths, state):
+            calls.append(("backend", loop))
+            return super().run(loop, x, lengths, state)
+
+    def toy_loop(layer, backend, x, lengths, state):
+        calls.append(("loop", type(backend).__name__))
+        return STEP_LOOPS["packed"].run(layer, backend, x, lengths, state)
+
+    layer = _layer(seed=3)
+    x, lengths, _ = _inputs(layer, stateful=False, seed=4)
+    with torch.inference_mode():
+        expected = layer(x, lengths)
+    saved_backends = _first_in(BACKENDS, "toy", Toy)
+    saved_loops = _first_in(STEP_LOOPS, "toy", StepLoopKind(toy_loop, ("cpu",)))
+    try:
+        with torch.inference_mode():
+            plain = layer(x, lengths)  # the toy loop, the "cpu" back end: no toy asked
+            layer.toy = True
+            got = layer(x, lengths)
+    finally:
+        for table, saved in ((BACKENDS, saved_backends), (STEP_LOOPS, saved_loops)):
+            table.clear()
+            table.update(saved)
+    assert calls == [("loop", "CPUBackend"), ("backend", toy_loop), ("loop", "Toy")]
+    for out in (plain, got):
+        torch.testing.assert_close(out[0], expected[0], atol=1e-5, rtol=1e-5)
+
+
+def _unclipped(seed: int) -> ProjectedLSTM:
+    layer = _layer(seed)
+    layer.cell_clip = layer.proj_clip = None
+    return layer
+
+
+def _with_gradients(layer, backend: str, x, lengths, state):
+    """Outputs, final state, and the gradients of the weights, input and state of a loss on
+    all three."""
+    layer.zero_grad()
+    x = x.clone().requires_grad_()
+    state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
+    out, (h, c) = layer(x, lengths, state, "packed", backend)
+    (out.square().sum() + h.sum() + c.square().sum()).backward()
+    inputs = [x] + ([] if state is None else list(state))
+    return [out, h, c, *(p.grad for p in layer.parameters()), *(t.grad for t in inputs)]
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+@pytest.mark.parametrize("lengths", ["mixed", "all"])
+def test_cudnn_backend_equals_the_reference_without_clipping(stateful, lengths):
+    """torch's LSTM (its CPU kernel here; cuDNN's on a GPU) computes the reference's cell
+    without clips: outputs (zero at padding), final states taken at each row's own end, and
+    every gradient, for rows of mixed lengths (packed) or all of T (as they are)."""
+    layer = _unclipped(seed=11)
+    x, mixed, state = _inputs(layer, stateful, seed=12)
+    with torch.no_grad():  # a bias, so that the bias's reordering is checked too
+        layer.bias.uniform_(-0.5, 0.5)
+    given = mixed if lengths == "mixed" else None
+    got = _with_gradients(layer, "cudnn", x, given, state)
+    expected = _with_gradients(layer, "reference", x, given, state)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    if lengths == "mixed":
+        assert got[0][:, 3, 3:].abs().sum() == 0 and got[0][:, 5].abs().sum() == 0  # padding
+        if stateful:  # a row that never runs keeps its state
+            assert torch.equal(got[1][:, 5], state[0][:, 5])
+    assert (got[2].abs() > 1.0).any()  # the cell goes where a clip at 1 would have cut it
+
+
+def test_cudnn_backend_refuses_a_clipped_layer():
+    with pytest.raises(ValueError, match="cannot clip"):
+        BACKENDS["cudnn"](_layer(seed=13))
+
+
+@CUDA
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cudnn_backend_on_the_gpu_equals_the_reference(precision):
+    """cuDNN itself, fp32 with TF32 off within 1e-5 of the reference on the same GPU; under
+    bf16 autocast both run and stay within bf16's error of the fp32 reference."""
+    layer = _unclipped(seed=14).cuda()
+    x, lengths, state = _inputs(layer, True, seed=15)
+    x, lengths = x.cuda(), lengths.cuda()
+    state = tuple(s.cuda() for s in state)
+    with tf32_allowed(False):
+        expected = _with_gradients(layer, "reference", x, lengths, state)
+        with torch.autocast("cuda", torch.bfloat16, enabled=precision == "bf16"):
+            got = _with_gradients(layer, "cudnn", x, lengths, state)
+            full = _with_gradients(layer, "cudnn", x, None, state)  # fixed shapes
+    for a, b in zip(got, expected, strict=True):
+        if precision == "fp32":
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        else:  # relative to the norm: bf16 keeps 8 bits
+            assert (a.float() - b).norm() <= 2e-2 * b.norm()
+    assert all(torch.isfinite(t).all() for t in full)
 
 
 @INT8

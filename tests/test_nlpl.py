@@ -157,5 +157,5 @@ def test_simple_elmo_errors_say_the_fix(nlpl_zip):
     with pytest.raises(ElmoError, match="get_elmo_substitutes"):
         model.load(str(nlpl_zip), full=True)
     model.load(str(nlpl_zip))
-    with pytest.raises(ElmoError, match="layers must be one of average, top, all"):
-        model.get_elmo_vectors([["a"]], layers="sum")
+    with pytest.raises(ElmoError, match="layers must be one of all, top, average"):
+        model.get_elmo_vectors([["a"]], layers="middle")

@@ -19,8 +19,8 @@ import torch
 from elmo import Embedder, load_bilm_tf, load_model
 from elmo.cli import main
 from elmo.config import BiLMConfig
-from elmo.embed_file import select_layers
 from elmo.errors import ElmoError
+from elmo.layer_choice import select_layers
 from elmo.modules.bilm import BiLM
 from elmo.onnx import export_onnx, onnx_inputs
 from elmo.onnx.graph import bilm_graph
@@ -178,8 +178,10 @@ def test_export_writes_a_file_and_refuses_to_replace_it(tmp_path):
 
 
 def test_export_refuses_an_int8_model_and_an_unknown_layer(tmp_path):
-    with pytest.raises(ElmoError, match="layers must be one of"):
+    with pytest.raises(ElmoError, match="the model has layers 0 to 2"):
         export_onnx(random_bilm(), tmp_path / "m.onnx", layers=3)
+    with pytest.raises(ElmoError, match="layers must be one of"):
+        export_onnx(random_bilm(), tmp_path / "m.onnx", layers="middle")
     with pytest.raises(ElmoError, match="quantized"):
         export_onnx(random_bilm().quantize_("int8"), tmp_path / "m.onnx")
     assert not list(tmp_path.iterdir())
@@ -188,8 +190,11 @@ def test_export_refuses_an_int8_model_and_an_unknown_layer(tmp_path):
 def test_elmo_export_writes_onnx_by_suffix_or_format(tmp_path, capsys):
     assert main(["export", "default", str(tmp_path / "d.onnx"), "--layers", "average"]) == 0
     assert [o.name for o in onnx.load(tmp_path / "d.onnx").graph.output] == ["embeddings"]
+    assert capsys.readouterr().err == (f"wrote onnx (OUTDIR ends in .onnx; --format bilm-tf or "
+                                       f"native for another): {tmp_path / 'd.onnx'}\n")
     assert main(["export", "default", str(tmp_path / "out"), "--format", "onnx"]) == 0
     assert (tmp_path / "out" / "model.onnx").is_file()
+    assert capsys.readouterr().err == f"wrote onnx: {tmp_path / 'out' / 'model.onnx'}\n"
     assert main(["export", "default", str(tmp_path / "d.onnx")]) == 1
     assert "already exists" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -204,14 +209,16 @@ def test_the_node_example_prints_the_embedders_vectors(tmp_path):
     node = shutil.which("node")
     modules = Path(os.environ.get("ELMO_NODE_MODULES", NODE_EXAMPLE / "node_modules"))
     if node is None or not (modules / "onnxruntime-node").is_dir():
-        pytest.skip("needs Node.js and onnxruntime-node: run `npm install` in "
-                    "examples/onnx-node (or set ELMO_NODE_MODULES to a node_modules holding it)")
+        pytest.skip("needs Node.js and onnxruntime-node: run `ONNXRUNTIME_NODE_INSTALL_CUDA=skip "
+                    "npm install` in examples/onnx-node (or set ELMO_NODE_MODULES to a "
+                    "node_modules holding it)")
     bilm = random_bilm()
     path = export_onnx(bilm, tmp_path / "tiny.onnx")
-    lines = ["The cat sat on the mat .", "Hi", "ünïcödé <S> 日本語 " + "y" * 60]
+    # tokens are split on runs of whitespace, as str.split() does
+    lines = ["The cat  sat on\tthe mat . ", " Hi", "ünïcödé <S> 日本語 " + "y" * 60]
     run = subprocess.run([node, str(NODE_EXAMPLE / "embed.js"), str(path), *lines],
                          capture_output=True, text=True, check=True,
                          env={**os.environ, "NODE_PATH": str(modules)})
     got = [np.array(layers, dtype=np.float32) for layers in json.loads(run.stdout)["layers"]]
-    expected = Embedder(bilm, device="cpu").embed_sentences([s.split(" ") for s in lines])
+    expected = Embedder(bilm, device="cpu").embed_sentences([s.split() for s in lines])
     assert max_diff(got, expected) < ATOL

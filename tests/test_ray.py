@@ -74,7 +74,7 @@ def test_embed_rows_equal_the_embedder(ray_session, model_dir, layers):
 def test_a_model_that_cannot_be_loaded_fails_the_actor_naming_it(ray_session, tmp_path):
     missing = tmp_path / "no-such-model"
     data = ray.data.from_items([{"text": "a b"}])
-    with pytest.raises(Exception, match=r"model '.*no-such-model' is neither a released name"):
+    with pytest.raises(Exception, match=r"'.*no-such-model' is neither a Hugging Face Hub model"):
         data.map_batches(Embed, fn_constructor_kwargs={"model": str(missing)},
                          compute=ray.data.ActorPoolStrategy(size=1)).materialize()
 
@@ -87,8 +87,8 @@ def test_a_block_reports_what_stopped_it(model_dir, tmp_path):
     block = {"name": np.array(["part-000000.parquet"]), "source": np.array([str(bad)]),
              "start": np.array([0]), "stop": np.array([2])}
     for model, message in ((model_dir, "bad.txt, line 2: not valid UTF-8"),
-                           (tmp_path / "gone", "gone' is neither a released name")):
-        done = BlockWriter(str(tmp_path), {"model": str(model)}, "strict", "float32")(block)
+                           (tmp_path / "gone", "gone' is neither a Hugging Face Hub model")):
+        done = BlockWriter(str(tmp_path), str(model), {})(block)
         assert message in done["error"][0] and done["lines"][0] == 0
     assert not list(tmp_path.glob("*part-*"))
 
@@ -247,7 +247,7 @@ def test_fasta_input_is_checked_before_ray_starts(model_dir, tmp_path, capsys):
     (corpus / "b.fasta").unlink()
     (corpus / "c.txt").write_text("a sentence\n", encoding="utf-8")
     assert _run("embed", model_dir, corpus, out, "--ray", "--quiet") == 1
-    assert f"mixes FASTA and text files ({corpus / 'a.fasta'}, {corpus / 'c.txt'})" in \
+    assert f"mixes fasta and text files ({corpus / 'a.fasta'}, {corpus / 'c.txt'})" in \
         capsys.readouterr().err
     assert _run("embed", model_dir, corpus, out, "--ray", "--format", "fasta", "--quiet") == 1
     assert "c.txt, line 1: sequence before any header" in capsys.readouterr().err
@@ -289,7 +289,7 @@ def test_merge_refuses_an_id_of_two_fasta_files(tmp_path):
     out.mkdir()
     for n, source in enumerate(("a.fasta", "b.fasta")):
         write_block(out / f"part-00000{n}.parquet", source, [0], ["MKV"], [list("MKV")],
-                    [np.zeros((3, 4), np.float32)], ids=["P1"], descriptions=[""])
+                    [np.zeros((3, 4), np.float32)], {"id": ["P1"], "description": [""]})
     (out / MANIFEST).write_text(json.dumps({
         "version": 2, "input_format": "fasta", "inputs": [{"lines": 1}, {"lines": 1}],
         "blocks": [{"name": f"part-00000{n}.parquet", "source": n} for n in (0, 1)]}))

@@ -242,6 +242,50 @@ def test_tokenize_refuses_empty_tokens_and_booleans_that_are_not(client, body, f
     assert got == 422 and field in answer["error"], answer
 
 
+def test_tokenize_has_the_limits_of_the_embedding_routes(client):
+    """A body under --payload-limit of a million tokens was tokenized whole and answered
+    with tens of MB; now it is refused as /embed refuses it."""
+    status, answer = client.post("/tokenize", {"inputs": "a " * 900_000})
+    assert status == 413 and "inputs has 900000 tokens, more than the server's " \
+        "--max-input-tokens 50" in answer["error"], answer
+    status, answer = client.post("/tokenize", {"inputs": ["a"] * 9})
+    assert status == 413 and "--max-client-batch-size 8" in answer["error"]
+    assert client.post("/tokenize", {"inputs": "a " * 50})[0] == 200
+
+
+class SlowTokenizer:
+    """Splits on whitespace; an input holding "slow" waits for `gate` first."""
+
+    def __init__(self) -> None:
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def __call__(self, text: str) -> list[str]:
+        if "slow" in text:
+            self.entered.set()
+            assert self.gate.wait(TIMEOUT)
+        return text.split()
+
+
+@pytest.mark.parametrize("route", ["/tokenize", "/embed", "/embed_all", "/v1/embeddings"])
+def test_a_slow_tokenization_does_not_hold_health_or_other_requests(route):
+    tokenizer = SlowTokenizer()
+    embedder = GatedEmbedder(random_bilm(), tokenizer=tokenizer)
+    with serving(embedder) as url, ThreadPoolExecutor(1) as pool:
+        probe = Client(url)
+        wait_for(lambda: probe.get("/health")[0] == 200, "the model to load")
+        field = "input" if route.startswith("/v1/") else "inputs"
+        slow = pool.submit(Client(url).post, route, {field: "a slow input"})
+        try:
+            assert tokenizer.entered.wait(TIMEOUT)
+            probe.conn.sock.settimeout(5)  # the loop is free: answers come in milliseconds
+            assert probe.get("/health")[0] == 200
+            assert probe.post("/embed", {"inputs": "quick"})[0] == 200
+        finally:
+            tokenizer.gate.set()
+        assert slow.result()[0] == 200
+        probe.close()
+
+
 def test_malformed_json_payload_too_large_and_openai_errors(client):
     status, _, data = client.request("POST", "/embed_all", raw=b'{"inputs": ["a"')
     assert status == 422 and "not valid JSON" in json.loads(data)["error"]

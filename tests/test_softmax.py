@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from elmo.modules.softmax import (
+    SampledCandidates,
     SoftmaxHead,
     expected_count,
     log_uniform_probs,
@@ -20,6 +21,10 @@ def make_head(vocab_size=50, dim=8, seed=0, dtype=torch.float64):
     with torch.no_grad():
         head.bias.uniform_(-1, 1)
     return head
+
+
+def draw(targets, num_samples, generator=None, vocab_size=50):
+    return SampledCandidates.draw(targets, vocab_size, num_samples, generator)
 
 
 def test_shapes_and_init():
@@ -73,13 +78,12 @@ def test_sampled_equals_full_when_every_class_is_sampled():
     targets = torch.randint(0, 50, (17,))
     full = head.full_loss(hidden, targets)
     for num_samples in (50, 80):
-        sampled = head.sampled_loss(hidden, targets, num_samples)
+        sampled = head.sampled_loss(hidden, targets, draw(targets, num_samples))
         torch.testing.assert_close(sampled, full, rtol=0, atol=1e-6)
     head32 = make_head(dtype=torch.float32)
     h32 = hidden.float()
-    torch.testing.assert_close(
-        head32.sampled_loss(h32, targets, 50), head32.full_loss(h32, targets), rtol=0, atol=1e-5
-    )
+    torch.testing.assert_close(head32.sampled_loss(h32, targets, draw(targets, 50)),
+                               head32.full_loss(h32, targets), rtol=0, atol=1e-5)
 
 
 def test_sampled_loss_matches_the_tensorflow_formula():
@@ -96,7 +100,7 @@ def test_sampled_loss_matches_the_tensorflow_formula():
         true = logits[row, t] - q[t].log()
         others = [logits[row, c] - q[c].log() for c in cands.tolist() if c != t]
         want.append(torch.logsumexp(torch.stack([true, *others]), 0) - true)
-    got = head.sampled_loss(hidden, targets, 10, generator=g)
+    got = head.sampled_loss(hidden, targets, draw(targets, 10, g))
     torch.testing.assert_close(got, torch.stack(want).detach(), rtol=0, atol=1e-10)
 
 
@@ -104,7 +108,7 @@ def test_sampled_loss_properties_and_gradients():
     head = make_head()
     hidden = torch.randn(6, 8, dtype=torch.float64, requires_grad=True)
     targets = torch.tensor([0, 1, 2, 3, 40, 49])
-    loss = head.sampled_loss(hidden, targets, 10, generator=torch.Generator().manual_seed(1))
+    loss = head.sampled_loss(hidden, targets, draw(targets, 10, torch.Generator().manual_seed(1)))
     assert loss.shape == (6,) and torch.isfinite(loss).all() and torch.all(loss > 0)
     loss.sum().backward()
     assert torch.isfinite(hidden.grad).all() and torch.isfinite(head.weight.grad).all()
@@ -164,7 +168,7 @@ def test_sampled_softmax_approximates_full_softmax_in_expectation():
         replay.set_state(g.get_state())
         ids, tries = sample_log_uniform_unique(V, S, replay)  # the candidates of this call
         with torch.no_grad():
-            losses.append(head.sampled_loss(hidden, targets, S, generator=g))
+            losses.append(head.sampled_loss(hidden, targets, draw(targets, S, g, V)))
         included[ids] += 1
         mean_count += expected_count(torch.arange(V), V, tries)
         ht.append((logits[ids] - expected_count(ids, V, tries).log()).exp().sum())
@@ -188,12 +192,13 @@ def test_sampled_loss_gradients_equal_cross_entropy_on_the_concatenation():
     inputs = [torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True)
               for shape in ((7, 4), (7,), (11, 4), (11,))]  # hidden, true, weight, bias
     hit_row, hit_col = torch.tensor([2, 5]), torch.tensor([3, 0])  # accidental hits
+    hits = torch.full((7,), -1).index_put((hit_row,), hit_col)  # each row's hit column or -1
     weights = torch.rand(7, generator=gen, dtype=torch.float64)
-    loss = _SampledCrossEntropy.apply(*inputs, hit_row, hit_col)
+    loss = _SampledCrossEntropy.apply(*inputs, hits)
     (loss * weights).sum().backward()
     got = [x.grad.clone() for x in inputs]
     with pytest.raises(RuntimeError, match="one backward pass"):
-        loss = _SampledCrossEntropy.apply(*inputs, hit_row, hit_col)
+        loss = _SampledCrossEntropy.apply(*inputs, hits)
         loss.sum().backward(retain_graph=True)
         loss.sum().backward()
     for x in inputs:

@@ -42,8 +42,13 @@ def test_the_factory_is_found_without_importing_elmo():
 @pytest.mark.parametrize("layers", ["average", "top", "all", 1])
 def test_doc_tensor_is_the_embedders_layers(layers, embedder):
     nlp = elmo_pipeline(layers=layers)
-    for doc in nlp.pipe(TEXTS, batch_size=2):
-        expected = embedder.embed_sentence([t.text for t in doc])
+    docs = list(nlp.pipe(TEXTS, batch_size=2))
+    # the pipe embeds each batch of docs at once: so does the Embedder here (a sentence's
+    # vectors alone or in a batch differ by float rounding, ~1e-6 on some CPUs' kernels)
+    batches = [docs[i:i + 2] for i in range(0, len(docs), 2)]
+    expected_all = [layers_of_doc for batch in batches for layers_of_doc in
+                    embedder.embed_sentences([[t.text for t in doc] for doc in batch])]
+    for doc, expected in zip(docs, expected_all, strict=True):
         want = {"average": expected.mean(axis=0), "top": expected[-1], 1: expected[1],
                 "all": np.concatenate(list(expected), axis=-1)}[layers]
         np.testing.assert_allclose(doc.tensor, want, atol=1e-6, rtol=0)
@@ -96,10 +101,17 @@ def test_a_learned_mix_weighs_the_layers(tmp_path, embedder):
 
 
 @pytest.mark.parametrize("layers, message", [(3, "layers 0 to 2"),
-                                             ("middle", "neither average, top, all")])
+                                             ("middle", "layers must be one of all, top")])
 def test_a_wrong_layer_choice_is_named(layers, message):
     with pytest.raises(ElmoError, match=message):
         elmo_pipeline(layers=layers)
+
+
+def test_cuda_without_cuda_names_the_config_key(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ElmoError) as caught:
+        elmo_pipeline(device="cuda")
+    assert str(caught.value).endswith('CUDA is not available; use config={"device": "cpu"}')
 
 
 def test_a_doc_without_tokens():

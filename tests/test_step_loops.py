@@ -39,6 +39,21 @@ def test_masked_loop_equals_packed_on_every_layer(grad):
         torch.testing.assert_close(masked, packed, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("loop", list(STEP_LOOPS))
+def test_without_lengths_every_row_runs_through(loop):
+    """lengths None (a training batch without padding): the loop's numbers for lengths all
+    T, outputs and final states, stateful too, with no mask computed."""
+    layer = random_bilm(seed=6).lstm.layers[0]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 5, 8, 16, generator=g)
+    state = (torch.randn(2, 5, 16, generator=g), torch.randn(2, 5, 64, generator=g))
+    full = torch.full((5,), 8)
+    for given in (None, state):
+        got = layer(x, None, given, loop)
+        want = layer(x, full, given, loop)
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
 def test_masked_loop_gradients_equal_packed():
     model = random_bilm(seed=4)
     ids = batch_to_ids(_sentences(6, 1))

@@ -250,7 +250,9 @@ def test_every_train_option_has_help_that_states_its_default():
     for action in actions:
         text = action.help or ""
         assert "default" in text or (action.required and "required" in text), action.dest
-        if action.default not in (None, False):  # the number or name shown is the real one
+        if isinstance(action, argparse._StoreFalseAction):  # --no-X: on unless given
+            assert "default:" in text, action.dest
+        elif action.default not in (None, False):  # the number or name shown is the real one
             shown = f"{action.default:g}" if isinstance(action.default, float) else \
                 str(action.default)
             assert f"default {shown}" in text, action.dest

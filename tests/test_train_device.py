@@ -24,8 +24,18 @@ from elmo.modules.softmax import SoftmaxHead
 from elmo.runs import CHECKPOINT_NAME, capture_rng, restore_rng
 from elmo.training import trainer as trainer_module
 from elmo.training.checkpoint import Checkpoint
-from elmo.training.optimizer import build_optimizer, implementation, load_optimizer_state
-from elmo.training.stream import BatchEncoder, PreparedBatches, TrainStream
+from elmo.training.optimizer import (
+    DeviceAdagrad,
+    build_optimizer,
+    implementation,
+    load_optimizer_state,
+)
+from elmo.training.stream import (
+    BatchEncoder,
+    CandidateSampler,
+    PreparedBatches,
+    TrainStream,
+)
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
 from tests.helpers.training import (
@@ -92,10 +102,10 @@ def test_tf32_is_fp32_on_the_cpu_said_once_and_set_for_the_training_steps_only(
     tmp_path, monkeypatch, capsys
 ):
     train, valid = write_corpus(tmp_path)
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
 
-    def tf32() -> tuple[str, str]:  # torch's settings for CUDA matmuls, cuDNN convolutions
-        return matmul.fp32_precision, conv.fp32_precision
+    def tf32() -> tuple[str, str, str]:  # CUDA matmuls, cuDNN convolutions and LSTMs
+        return matmul.fp32_precision, cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision
 
     before, seen = tf32(), {"step": [], "eval": []}
     real_step, real_eval = Trainer._train_step, trainer_module.evaluate_perplexity
@@ -112,14 +122,13 @@ def test_tf32_is_fp32_on_the_cpu_said_once_and_set_for_the_training_steps_only(
     monkeypatch.setattr(trainer_module, "evaluate_perplexity", eval_spy)
     options = dict(max_steps=4, eval_every=2, softmax="sampled", num_samples=12)
     Trainer(tiny_config(train, valid, precision="tf32", **options), tmp_path / "tf32").run()
-    assert seen == {"step": [("tf32", "tf32")] * 4, "eval": [("ieee", "ieee")] * 2}
+    assert seen == {"step": [("tf32",) * 3] * 4, "eval": [("ieee",) * 3] * 2}
     assert tf32() == before
     err = capsys.readouterr().err
-    assert err.count("--precision tf32 concerns CUDA matmuls: on cpu the run computes in "
-                     "fp32") == 1
+    assert err.count("--precision tf32 has no effect on cpu: the run computes in fp32") == 1
     seen["step"].clear()
     run(tiny_config(train, valid, precision="fp32", **options), tmp_path / "fp32")
-    assert seen["step"] == [("ieee", "ieee")] * 4
+    assert seen["step"] == [("ieee",) * 3] * 4
     assert_identical(run_files(tmp_path / "tf32"), run_files(tmp_path / "fp32"))
 
 
@@ -183,6 +192,53 @@ def test_optimizer_state_of_another_implementation_resumes_in_this_ones(tmp_path
     for p in mine:
         p.grad = torch.ones_like(p)
     optimizer.step()
+
+
+def test_device_adagrad_is_torchs_adagrad_with_a_tensor_lr_and_interchangeable_state():
+    """The capturable Adagrad a CUDA graph replays: bit for bit torch's Adagrad (foreach and
+    the default loop), with a float or a tensor learning rate; steps counted on the device;
+    its state dict loads into torch's Adagrad and back, without its own flag."""
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3), torch.randn(3)]
+    grads = [[torch.randn_like(p) for p in start] for _ in range(4)]
+
+    def train(make) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        optimizer = make(params)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+        return [p.detach() for p in params], optimizer
+
+    kwargs = dict(initial_accumulator_value=1.0)
+    want, torchs = train(lambda ps: torch.optim.Adagrad(ps, lr=0.2, foreach=True, **kwargs))
+    assert all(torch.equal(a, b) for a, b in zip(
+        train(lambda ps: torch.optim.Adagrad(ps, lr=0.2, **kwargs))[0], want, strict=True))
+    for lr in (0.2, torch.tensor(0.2)):
+        got, mine = train(lambda ps, lr=lr: DeviceAdagrad(ps, lr=lr, **kwargs))
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert all(state["step"].item() == 4 for state in mine.state.values())
+
+    back = torch.optim.Adagrad([torch.nn.Parameter(p.clone()) for p in start], lr=0.2)
+    load_optimizer_state(back, mine.state_dict())
+    assert "capturable" not in back.param_groups[0]
+    again = DeviceAdagrad([torch.nn.Parameter(p.clone()) for p in start], lr=0.2)
+    load_optimizer_state(again, torchs.state_dict())
+    assert again.param_groups[0]["capturable"]
+    for a, b in zip(again.state.values(), torchs.state.values(), strict=True):
+        assert torch.equal(a["sum"], b["sum"]) and a["step"].item() == b["step"].item()
+
+
+def test_a_capturable_optimizer_is_built_for_graphs_only_where_asked():
+    def groups() -> list[dict]:
+        return [{"params": [torch.nn.Parameter(torch.zeros(2))]}]
+
+    cpu = torch.device("cpu")
+    assert type(build_optimizer("adagrad", groups(), 0.2, cpu)) is torch.optim.Adagrad
+    assert isinstance(build_optimizer("adagrad", groups(), 0.2, cpu, capturable=True),
+                      DeviceAdagrad)
+    assert not build_optimizer("adam", groups(), 0.1, cpu).param_groups[0]["capturable"]
 
 
 # ---- checkpoints across devices ---------------------------------------------------------
@@ -262,17 +318,22 @@ def test_a_run_moves_from_the_gpu_to_the_cpu_and_back_exactly(tmp_path, monkeypa
 def test_prepared_batches_give_the_position_of_the_last_batch_returned(tmp_path):
     train, _ = write_corpus(tmp_path, n_train=12, n_valid=1)
     vocab = Vocabulary.build(line.split() for line in train.read_text().splitlines())
-    encoder = BatchEncoder(vocab, ByteIndexer(50))
+    sampler = CandidateSampler(len(vocab), 5, seed=3)
+    encoder = BatchEncoder(vocab, ByteIndexer(50), sampler=sampler)
 
     def stream(path=train) -> TrainStream:
         return TrainStream([path], "whitespace", vocab, BPTTConfig(3, 7, shuffle_window=4))
 
     ahead, plain = PreparedBatches(stream(), encoder, ahead=4), stream()
-    for _ in range(10):  # over two epochs
+    draws = []
+    for step in range(10):  # over two epochs
         got, want = next(ahead), next(plain)
         assert torch.equal(got.targets, torch.from_numpy(np.stack([want.next_ids,
                                                                    want.prev_ids])))
-        assert ahead.state_dict() == plain.state_dict()
+        assert ahead.state_dict() == plain.state_dict() and ahead.step == step + 1
+        assert torch.equal(got.candidates.ids, sampler(got.targets, step).ids)  # its step's
+        draws.append(tuple(got.candidates.ids.tolist()))
+    assert len(set(draws)) > 1
     deadline = time.monotonic() + 60
     while not ahead._queue.full():  # the thread reads 4 batches ahead
         assert time.monotonic() < deadline
@@ -282,8 +343,10 @@ def test_prepared_batches_give_the_position_of_the_last_batch_returned(tmp_path)
     assert ahead.stream.state_dict() != ahead.state_dict() == plain.state_dict()
 
     resumed = PreparedBatches(stream(), encoder, ahead=2)
-    resumed.load_state_dict(json.loads(json.dumps(ahead.state_dict())))
-    assert torch.equal(next(resumed).char_ids, encoder(next(plain)).char_ids)
+    resumed.load_state_dict(json.loads(json.dumps(ahead.state_dict())), step=10)
+    got, want = next(resumed), encoder(next(plain), 10)
+    assert torch.equal(got.tokens.chars, want.tokens.chars)
+    assert torch.equal(got.candidates.ids, want.candidates.ids)
     resumed.close()
 
     blank = tmp_path / "blank.txt"

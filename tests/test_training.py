@@ -32,6 +32,7 @@ from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import TrainConfig
 from elmo.training.evaluate import PerplexityTotals
 from elmo.training.model_init import build_language_model
+from elmo.training.step import StatsReading, StepStats
 from elmo.training.stream import BatchEncoder, TrainStream
 from elmo.training.trainer import Trainer, TrainingDiverged
 from elmo.vocab import Vocabulary
@@ -151,7 +152,8 @@ def test_train_stream_resumes_exactly_across_epochs(tmp_path):
     [], 12)], ids=["bytes", "char-vocabulary"])
 def test_batch_encoder_gives_each_word_its_char_ids_and_zeroes_the_padding(tmp_path, indexer):
     """The same ids as the indexer gives each word, in-vocabulary (from the encoder's table) or
-    not (half the words here), the boundaries the indexer's own; padding all zero."""
+    not (half the words here), the boundaries the indexer's own; padding all zero. Each
+    distinct token has one row of char ids."""
     train, _ = write_corpus(tmp_path, n_train=3, n_valid=1)
     words = sorted({w for line in train.read_text().splitlines() for w in line.split()})
     vocab = Vocabulary(["<S>", "</S>", "<UNK>", *words[::2]])
@@ -161,7 +163,11 @@ def test_batch_encoder_gives_each_word_its_char_ids_and_zeroes_the_padding(tmp_p
                         for rows in (batch.words_fwd, batch.words_bwd)])
     encoder = BatchEncoder(vocab, indexer)
     for _ in range(2):  # filling the table, then from it
-        char_ids, targets, mask = encoder(batch).to(torch.device("cpu"))
+        tensors = encoder(batch)
+        chars, targets, mask = tensors.tokens.chars, tensors.targets, tensors.mask
+        assert len(torch.unique(chars, dim=0)) == len(chars)  # each distinct token once
+        assert tensors.candidates is None and tensors.n_tokens == int(mask.sum())
+        char_ids = chars[tensors.tokens.index]
         assert char_ids.shape == (2, 4, 30, indexer.width) and targets.shape == (2, 4, 30)
         assert not mask.all() and (char_ids[:, ~mask] == 0).all()
         assert torch.equal(char_ids[:, mask], want[:, mask])
@@ -228,8 +234,13 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypa
         return losses
 
     monkeypatch.setattr(BiLanguageModel, "forward", poisoned)
-    with pytest.raises(TrainingDiverged, match=r"step 8.*checkpoint of step 5 .* is intact"):
+    # Found when steps 6-10 are read back from the device (log and checkpoint of step 10),
+    # before anything of step 10 is written.
+    with pytest.raises(TrainingDiverged, match=r"step 8: forward loss nan.*steps 6-10 were "
+                       r"read back.*checkpoint of step 5 .* is intact"):
         run(config, out)
+    assert [json.loads(line)["step"] for line in
+            (out / "metrics.jsonl").read_text().splitlines()] == [5]
     ckpt = Checkpoint.load(out / CHECKPOINT_NAME)
     assert ckpt.step == 5 and not ckpt.finished
     assert all(torch.isfinite(t).all() for t in ckpt.model.values())
@@ -403,8 +414,9 @@ def test_throughput_leaves_out_paused_time(monkeypatch):
 
     clock = iter([0.0, 10.0, 40.0, 50.0])  # window start, pause start, pause end, summary
     monkeypatch.setattr(trainer.time, "perf_counter", lambda: next(clock))
-    window = trainer._Window()
-    window.add(1.0, 1.0, 1000)
+    window = trainer._Window(StepStats(torch.device("cpu")), main=True)
+    window.add(1000)
     with window.paused():  # e.g. a validation
         pass
+    window.reading = StatsReading(1.0, 1.0, 1000)  # as read back from the device
     assert window.summary()[2] == pytest.approx(1000 / 20)

@@ -1,6 +1,8 @@
 // ELMo layers in Node.js from a model exported with `elmo export MODEL model.onnx`.
+//   ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install   (no CUDA download: works offline)
 //   node embed.js model.onnx "The cat sat ." "Hello"
-// prints {"layers": [per sentence: [layer][token][2P]]} as JSON. Tokens are split on spaces.
+// prints {"layers": [per sentence: [layer][token][2P]]} as JSON. Tokens are split on runs of
+// whitespace (as Python's str.split()).
 "use strict";
 const ort = require("onnxruntime-node");
 
@@ -35,7 +37,7 @@ function inputs(sentences) {
 
 async function main() {
   const [modelPath, ...lines] = process.argv.slice(2);
-  const sentences = lines.map((line) => line.split(" "));
+  const sentences = lines.map((line) => line.split(/\s+/).filter((token) => token !== ""));
   const session = await ort.InferenceSession.create(modelPath);
   const { layers } = await session.run(inputs(sentences)); // (L+1, B, T, 2P)
   const [nLayers, batch, longest, width] = layers.dims;

@@ -1,5 +1,26 @@
+"""The `elmo` command's entry point (`elmo`, `python -m elmo`). It imports nothing heavy
+before it can answer Ctrl-C: an interrupt while torch and the commands are imported ends the
+command quietly with status 130, as one during a command does (`elmo.cli.main`)."""
+
 import sys
 
-from elmo.cli import main
 
-sys.exit(main())
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`elmo ARGS` (`argv`: sys.argv[1:] if None); `prog` names a command run as a program
+    of its own."""
+    try:
+        from elmo.cli import main as run_command  # torch and every command: seconds
+    except KeyboardInterrupt:
+        print("elmo: interrupted", file=sys.stderr)
+        return 130
+    return run_command(argv, prog)
+
+
+def bio_embeddings() -> int:
+    """The `bio_embeddings` console script: bio_embeddings' own command line, which is
+    `elmo bio-embeddings`."""
+    return main(["bio-embeddings", *sys.argv[1:]], prog="bio_embeddings")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,64 @@ RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7,
 # Entries a vocabulary token encoder needs (ELMoForManyLangs' names).
 VOCAB_CHAR_SPECIALS = ("<bow>", "<eow>", "<bos>", "<eos>", "<oov>", "<pad>")
 VOCAB_WORD_SPECIALS = ("<oov>", "<pad>")
+# Character ids of the bytes token encoder: 256 bytes + 5 specials, shifted by +1 (id 0 is the
+# absent-token padding).
+BYTE_CHAR_IDS = 262
+
+# Bounds on what a config may ask for, checked before any tensor is allocated (a config comes
+# with a model file from anyone). A biLM has at most 1e9 parameters: 4 GB of float32 weights,
+# ten times `original`'s 93.6 M, the largest released ELMo. A stack (LSTM layers, highway
+# layers, char-CNN filter widths) has at most 64 entries, each a module of its own (released
+# models: 2, 2 and 7). A token is read as at most 1024 characters (every released model: 50);
+# the ids and the char-CNN's activations of each token grow with it.
+MAX_PARAMETERS = 1_000_000_000
+MAX_STACK = 64
+MAX_CHARACTERS_PER_TOKEN = 1024
+MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 in bilm-tf's softmax
+
+
+class ConfigFieldError(ValueError):
+    """A config field of the wrong type or out of its range; `field` names it (so that a
+    reader of another format can say which of its own keys it came from)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field, self.problem = field, problem
+
+
+def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """`value` as an int, when it is an integer (not a bool, float or string; numpy's
+    integers are) in [low, high]; else the error."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigFieldError(name, f"must be an integer, got {value!r} "
+                                     f"({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ConfigFieldError(name, f"must be {bounds}, got {value}")
+    return int(value)
+
+
+def _number(name: str, value: Any, low: float, below: float | None = None) -> float:
+    """`value`, a finite real number (not a bool) >= low (and < below)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value):
+        raise ConfigFieldError(name, f"must be a finite number, got {value!r}")
+    if value < low or (below is not None and value >= below):
+        bounds = f">= {low}" if below is None else f"in [{low}, {below})"
+        raise ConfigFieldError(name, f"must be {bounds}, got {value}")
+    return value
+
+
+def parse_json(data: bytes | str, where: str) -> Any:
+    """The JSON value of a config's text; ValueError naming `where` when it is not UTF-8
+    JSON, or nests arrays or objects deeper than Python's parser can follow."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{where} nests JSON arrays or objects too deeply to read (a config "
+                         "nests a few levels)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where} is not valid JSON: {err}") from None
 
 
 def check_fields(cls: type, data: dict[str, Any], what: str) -> None:
@@ -58,21 +118,57 @@ class BiLMConfig:
     extra_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.filters = tuple((int(w), int(n)) for w, n in self.filters)
-        self.char_vocab, self.word_vocab = tuple(self.char_vocab), tuple(self.word_vocab)
+        """Check every field's type and range, and the parameter count, before anything is
+        built from the config: ConfigFieldError (a ValueError) names the field."""
+        self._check_values()
         self._check_token_encoder()
+        if self.n_parameters > MAX_PARAMETERS:
+            raise ConfigFieldError(
+                "the architecture", f"has {self.n_parameters:,} parameters (lstm_dim "
+                f"{self.lstm_dim}, projection_dim {self.projection_dim}, n_layers "
+                f"{self.n_layers}, {self.n_filters} char-CNN filters), more than the "
+                f"{MAX_PARAMETERS:,} a biLM may have (ten times the largest released ELMo's)")
+
+    def _check_values(self) -> None:
+        """Each field's type and range; `filters`, `char_vocab` and `word_vocab` as tuples."""
+        if not isinstance(self.filters, list | tuple) or not self.filters:
+            raise ConfigFieldError("filters", "must list at least one (width, count) pair, got "
+                                   f"{self.filters!r}"[:200])
+        if len(self.filters) > MAX_STACK:
+            raise ConfigFieldError("filters", f"lists {len(self.filters)} widths, more than "
+                                   f"{MAX_STACK}")
+        if not all(isinstance(f, list | tuple) and len(f) == 2 for f in self.filters):
+            raise ConfigFieldError("filters", "must be (width, count) pairs of integers")
+        chars = _integer("max_characters_per_token", self.max_characters_per_token, 3,
+                         MAX_CHARACTERS_PER_TOKEN)  # room for <bow>, <eow> and a character
+        self.filters = tuple((_integer("filters' widths", w, 1, chars),
+                              _integer("filters' counts", n, 1)) for w, n in self.filters)
+        for name, low, high in (("char_embed_dim", 1, None), ("n_highway", 0, MAX_STACK),
+                                ("lstm_dim", 1, None), ("projection_dim", 1, None),
+                                ("n_layers", 1, MAX_STACK), ("word_embed_dim", 0, None)):
+            setattr(self, name, _integer(name, getattr(self, name), low, high))
+        for name in ("token_encoder", "activation"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigFieldError(name, f"must be a string, got {getattr(self, name)!r}")
         if self.activation not in ("relu", "tanh"):
-            raise ValueError(f"activation must be 'relu' or 'tanh', got {self.activation!r}")
-        if self.n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {self.n_layers}")
-        if not self.filters:
-            raise ValueError("filters must name at least one (width, count) pair")
-        too_wide = [w for w, _ in self.filters if w > self.max_characters_per_token]
-        if too_wide:
-            raise ValueError(
-                f"filter widths {too_wide} exceed max_characters_per_token "
-                f"({self.max_characters_per_token})"
-            )
+            raise ConfigFieldError("activation", f"must be 'relu' or 'tanh', got "
+                                   f"{self.activation!r}")
+        for name in ("cell_clip", "proj_clip"):
+            if getattr(self, name) is not None:
+                _number(name, getattr(self, name), 0)
+        if not isinstance(self.use_skip_connections, bool):
+            raise ConfigFieldError("use_skip_connections", "must be true or false, got "
+                                   f"{self.use_skip_connections!r}")
+        for name in ("char_vocab", "word_vocab"):
+            vocab = getattr(self, name)
+            if not isinstance(vocab, list | tuple) or not all(isinstance(t, str) for t in vocab):
+                raise ConfigFieldError(name, "must be a list of strings")
+            setattr(self, name, tuple(vocab))
+        if self.vocab_size is not None:
+            self.vocab_size = _integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
+        _number("dropout", self.dropout, 0, 1)
+        if not isinstance(self.extra_options, dict):
+            raise ConfigFieldError("extra_options", "must be a JSON object")
 
     def _check_token_encoder(self) -> None:
         if self.token_encoder == "bytes":
@@ -94,14 +190,29 @@ class BiLMConfig:
                 raise ValueError(f"word_vocab lacks the special entries {missing}")
         elif self.word_vocab:
             raise ValueError("word_vocab needs word_embed_dim > 0")
-        if self.max_characters_per_token < 3:
-            raise ValueError("max_characters_per_token must leave room for <bow>, <eow> and "
-                             f"a character, got {self.max_characters_per_token}")
 
     @property
     def n_filters(self) -> int:
         """Width of the concatenated char-CNN output."""
         return sum(n for _, n in self.filters)
+
+    @property
+    def n_char_ids(self) -> int:
+        """Rows of the character embedding: the token encoder's characters, plus id 0."""
+        return len(self.char_vocab) + 1 if self.token_encoder == "vocab" else BYTE_CHAR_IDS
+
+    @property
+    def n_parameters(self) -> int:
+        """The parameters of a BiLM of this config (the pretraining softmax not included),
+        counted without building it."""
+        e, f, p, c = self.char_embed_dim, self.n_filters, self.projection_dim, self.lstm_dim
+        words = (len(self.word_vocab) + 1) * self.word_embed_dim if self.word_embed_dim else 0
+        encoder = (self.n_char_ids * e + words
+                   + sum(n * (e * w + 1) for w, n in self.filters)
+                   + self.n_highway * 2 * (f * f + f)
+                   + (self.word_embed_dim + f + 1) * p)
+        lstm = self.n_layers * 2 * (8 * c * p + 4 * c + c * p)  # two directions
+        return encoder + lstm
 
     @property
     def output_dim(self) -> int:
@@ -112,12 +223,15 @@ class BiLMConfig:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> BiLMConfig:
-        """Build a config from the dict held in an official `options.json`."""
+        """Build a config from the dict held in an official `options.json`; an error names
+        the options' key (`lstm.dim`, ...)."""
+        if not isinstance(options, dict):
+            raise ValueError(f"options should be a JSON object, got {type(options).__name__}")
         try:
             lstm, cnn = options["lstm"], options["char_cnn"]
             kwargs = dict(
                 char_embed_dim=cnn["embedding"]["dim"],
-                filters=tuple(tuple(f) for f in cnn["filters"]),
+                filters=cnn["filters"],
                 n_highway=cnn["n_highway"],
                 activation=cnn.get("activation", "relu"),
                 max_characters_per_token=cnn.get("max_characters_per_token", 50),
@@ -128,16 +242,20 @@ class BiLMConfig:
                 proj_clip=lstm.get("proj_clip"),
                 use_skip_connections=lstm.get("use_skip_connections", False),
             )
-        except (KeyError, TypeError) as err:
+        except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"options are missing a required field: {err}") from err
         if cnn.get("n_characters", 262) not in (261, 262):
-            raise ValueError(f"n_characters must be 261 or 262, got {cnn['n_characters']}")
+            raise ValueError(f"n_characters must be 261 or 262, got {cnn['n_characters']!r}")
         if not options.get("bidirectional", True):
             raise ValueError("only bidirectional models are supported (bidirectional=false)")
         extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
         vocab_size = extra.pop("n_tokens_vocab", None)
         dropout = extra.pop("dropout", 0.0)  # none unless asked for, as AllenNLP
-        return cls(**kwargs, vocab_size=vocab_size, dropout=dropout, extra_options=extra)
+        try:
+            return cls(**kwargs, vocab_size=vocab_size, dropout=dropout, extra_options=extra)
+        except ConfigFieldError as err:
+            raise ConfigFieldError(OPTIONS_KEYS.get(err.field, err.field), err.problem) \
+                from None
 
     def to_options(self) -> dict[str, Any]:
         """The `options.json` dict for this config (prediction form: n_characters 262)."""
@@ -191,7 +309,10 @@ class BiLMConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> BiLMConfig:
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        data = parse_json(Path(path).read_bytes(), str(path))
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} should hold a JSON object")
+        return cls.from_dict(data)
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> BiLMConfig:
@@ -200,6 +321,17 @@ class BiLMConfig:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return dataclasses.replace(PRESETS[name], **overrides)
 
+
+# The options.json key of each field that `from_options` reads (its errors name them).
+OPTIONS_KEYS = {
+    "char_embed_dim": "char_cnn.embedding.dim", "filters": "char_cnn.filters",
+    "filters' widths": "char_cnn.filters' widths", "filters' counts": "char_cnn.filters' counts",
+    "n_highway": "char_cnn.n_highway", "activation": "char_cnn.activation",
+    "max_characters_per_token": "char_cnn.max_characters_per_token", "lstm_dim": "lstm.dim",
+    "projection_dim": "lstm.projection_dim", "n_layers": "lstm.n_layers",
+    "cell_clip": "lstm.cell_clip", "proj_clip": "lstm.proj_clip",
+    "use_skip_connections": "lstm.use_skip_connections", "vocab_size": "n_tokens_vocab",
+}
 
 PRESETS: dict[str, BiLMConfig] = {
     # For tests and quick runs: a few milliseconds per batch.

@@ -13,7 +13,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 
 # (word, sense, sentence): two senses each, written for this demo.
 SENSES = [

@@ -1,9 +1,11 @@
-"""Choosing the torch device from what the user asked for."""
+"""Choosing the torch device from what the user asked for, and how a model computes on it:
+the table of precisions (`PRECISIONS`) that embedding, training and serving share."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -11,10 +13,13 @@ import torch
 from elmo.errors import ElmoError
 
 
-def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> torch.device:
+def resolve_device(device: str | torch.device | None, local_rank: int = 0,
+                   cpu_setting: str = "--device cpu") -> torch.device:
     """`None` -> cuda if available, else cpu; a bare `cuda` -> this process's GPU.
 
-    Raises ElmoError for a malformed name or a CUDA device on a machine without CUDA.
+    Raises ElmoError for a malformed name or a CUDA device on a machine without CUDA, whose
+    message says to use `cpu_setting`: how the caller asks for the CPU (the command's flag by
+    default; an integration passes its own setting, e.g. spaCy's config key).
     """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -24,28 +29,30 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> to
         raise ElmoError(f"unknown device {str(device)!r}; use cpu, cuda or cuda:N") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ElmoError(f"device {str(device)!r} was asked for, but CUDA is not available; "
-                        "use --device cpu")
+                        f"use {cpu_setting}")
     if resolved.type == "cuda" and resolved.index is None:
         resolved = torch.device("cuda", local_rank)
     return resolved
 
 
 def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:
-    """(holder, attribute, value with TF32, value without) for CUDA matmuls and cuDNN
-    convolutions: torch's `fp32_precision` settings where it has them (torch >= 2.9, where
-    the older `allow_tf32` flags warn, and reading them after the new settings were used is
-    an error), else the `allow_tf32` flags."""
+    """(holder, attribute, value with TF32, value without) for CUDA matmuls, cuDNN
+    convolutions and cuDNN's LSTM (the `cudnn` back end of training): torch's `fp32_precision`
+    settings where it has them (torch >= 2.9, where the older `allow_tf32` flags warn, and
+    reading them after the new settings were used is an error; cuDNN's RNNs allow TF32 by
+    default there), else the `allow_tf32` flags (cuDNN's covers its RNNs too)."""
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
     if hasattr(matmul, "fp32_precision"):
         return [(matmul, "fp32_precision", "tf32", "ieee"),
-                (cudnn.conv, "fp32_precision", "tf32", "ieee")]
+                (cudnn.conv, "fp32_precision", "tf32", "ieee"),
+                (cudnn.rnn, "fp32_precision", "tf32", "ieee")]
     return [(matmul, "allow_tf32", True, False), (cudnn, "allow_tf32", True, False)]
 
 
 @contextmanager
 def tf32_allowed(enabled: bool) -> Iterator[None]:
-    """Inside: CUDA matmuls and cuDNN convolutions may use TF32 if `enabled`, and may not
-    otherwise; the previous settings are restored on exit."""
+    """Inside: CUDA matmuls, cuDNN convolutions and cuDNN LSTMs may use TF32 if `enabled`,
+    and may not otherwise; the previous settings are restored on exit."""
     switches = _tf32_switches()
     before = [getattr(holder, name) for holder, name, _, _ in switches]
     for holder, name, on, off in switches:
@@ -64,24 +71,76 @@ def tf32_matmuls() -> bool:
     return getattr(holder, name) == on
 
 
-PRECISIONS = ("fp32", "tf32", "bf16")
+@dataclass(frozen=True)
+class Precision:
+    """How a float32 model computes, for embedding, training and serving alike: `tf32` lets
+    CUDA matmuls, cuDNN convolutions and cuDNN's LSTM round their inputs to TF32 (10-bit
+    mantissa, float32 range; off otherwise, though CUDA's default allows some); `autocast`
+    runs the biLM under `torch.autocast` in that dtype (weights, gradients, optimizer state,
+    the softmax and the loss stay float32). `devices`: the device types where it differs
+    from fp32 (None: every one). `default_for`: the (use, device type) pairs it is the default
+    of, use "embed" or "train", device type "*" for any (a pair naming the device wins)."""
+
+    name: str
+    description: str
+    tf32: bool = False
+    autocast: torch.dtype | None = None
+    devices: tuple[str, ...] | None = None
+    default_for: tuple[tuple[str, str], ...] = ()
+
+    def applies_on(self, device: torch.device) -> bool:
+        """Whether it computes otherwise than fp32 on `device`."""
+        return self.devices is None or device.type in self.devices
+
+    def autocast_on(self, device: torch.device) -> torch.autocast:
+        """`torch.autocast` of this precision on `device` (a disabled one without)."""
+        return torch.autocast(device.type, dtype=self.autocast or torch.bfloat16,
+                              enabled=self.autocast is not None)
+
+    @contextmanager
+    def computing(self, device: torch.device) -> Iterator[None]:
+        """Inside: the arithmetic of this precision on `device` (TF32 switches restored on
+        exit)."""
+        with tf32_allowed(self.tf32), self.autocast_on(device):
+            yield
+
+
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (
+    Precision("fp32", "float32, TF32 off", default_for=(("embed", "*"), ("train", "*"))),
+    Precision("tf32", "CUDA matmuls, convolutions and cuDNN's LSTM in TF32 (fp32 elsewhere)",
+              tf32=True, devices=("cuda",)),
+    Precision("bf16", "the biLM under bfloat16 autocast", autocast=torch.bfloat16,
+              default_for=(("train", "cuda"),)),
+)}
+
+
+def default_precision(use: str, device: torch.device) -> str:
+    """The precision `use` ("embed" or "train") takes on `device` when none is asked for:
+    the record naming (use, the device's type), else the one naming (use, "*")."""
+    for device_type in (device.type, "*"):
+        for precision in PRECISIONS.values():
+            if (use, device_type) in precision.default_for:
+                return precision.name
+    raise ValueError(f"no precision is the default for {use!r}")
+
+
+def precisions_described(use: str) -> str:
+    """Every precision with its description and the defaults of `use`, for help texts."""
+    defaults = [f"{p.name} on {device}" for p in PRECISIONS.values()
+                for u, device in p.default_for if u == use and device != "*"]
+    anywhere = next(p.name for p in PRECISIONS.values() if (use, "*") in p.default_for)
+    default = ", ".join([*defaults, f"{anywhere} elsewhere"]) if defaults else anywhere
+    return "; ".join(f"{p.name}: {p.description}" for p in PRECISIONS.values()) + \
+        f" (default: {default})"
 
 
 def check_precision(precision: str) -> None:
     """ValueError unless `precision` is one of PRECISIONS."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        raise ValueError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
 
 
-def bf16_autocast(precision: str, device: torch.device) -> torch.autocast:
-    """`torch.autocast` in bfloat16 on `device` for bf16; a disabled one otherwise."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-
-
-@contextmanager
-def computing_in(precision: str, device: torch.device) -> Iterator[None]:
-    """Inside: the arithmetic of `precision` on `device`: fp32 (no TF32), tf32 (CUDA matmuls
-    and convolutions in TF32; fp32 elsewhere) or bf16 (`torch.autocast` in bfloat16)."""
+def computing_in(precision: str, device: torch.device) -> AbstractContextManager[None]:
+    """Inside: the arithmetic of `precision` (a key of PRECISIONS) on `device`."""
     check_precision(precision)
-    with tf32_allowed(precision == "tf32"), bf16_autocast(precision, device):
-        yield
+    return PRECISIONS[precision].computing(device)

@@ -1,21 +1,22 @@
 """Tokenizers: turn one line of raw text into a list of tokens.
 
 All tokenizers share one interface, ``Callable[[str], list[str]]``, obtained by name with
-:func:`get_tokenizer`. Optional back-ends (sacremoses, jieba) are imported lazily, so the
-core package does not depend on them. Tokenizers are small picklable objects, so they can be
-sent to data-loading worker processes.
+:func:`get_tokenizer`. Each is one `TokenizerKind` record in `TOKENIZERS`, which every
+`--tokenizer` option (embed, serve, train, vocab, task, perplexity), the model card's
+install line (`elmo.loading.publish`) and the span task's scoring read. Optional back-ends
+(sacremoses, jieba) are imported lazily, so the core package does not depend on them.
+Tokenizers are small picklable objects, so they can be sent to data-loading worker processes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from elmo.extras import import_extra
+from elmo.extras import EXTRA_PACKAGES, import_extra
 
 Tokenizer = Callable[[str], list[str]]
-
-TOKENIZER_NAMES: tuple[str, ...] = ("whitespace", "moses", "jieba", "chars")
 
 
 class _Whitespace:
@@ -69,21 +70,58 @@ class _Jieba:
         return {"_lcut": None}
 
 
+@dataclass(frozen=True)
+class TokenizerKind:
+    """A tokenizer by name: its `description`, the `factory` that makes it, the optional
+    module its back-end imports (`needs`, one of `elmo.extras.EXTRA_PACKAGES`: the model
+    card's install line names its extra), whether its tokens are characters or words of a
+    language written without spaces (`characters`: SQuAD-style scores then compare answers by
+    characters), whether its tokens are the text's own characters in order with only white
+    space between (`keeps_text`: what span tasks need to cut answers from a passage), and the
+    language whose sentence splitter cuts a corpus's paragraphs before it tokenizes them
+    (`language`, a key of `elmo.io.sentences.SPLITTERS`)."""
+
+    name: str
+    description: str
+    factory: Callable[[], Tokenizer]
+    needs: str | None = None
+    characters: bool = False
+    keeps_text: bool = True
+    language: str = "en"
+
+    @property
+    def extra(self) -> str | None:
+        """The extra of ours that installs what it needs (None: nothing)."""
+        return EXTRA_PACKAGES[self.needs][1] if self.needs else None
+
+
+TOKENIZERS: dict[str, TokenizerKind] = {kind.name: kind for kind in (
+    TokenizerKind("whitespace", "tokens separated by white space", _Whitespace),
+    TokenizerKind("moses", "English Moses tokenization (sacremoses)", _Moses,
+                  needs="sacremoses"),
+    TokenizerKind("jieba", "Chinese word segmentation (jieba)", _Jieba, needs="jieba",
+                  characters=True, language="zh"),
+    TokenizerKind("chars", "every character but white space a token (character-level "
+                  "Chinese, proteins)", _Chars, characters=True, language="zh"),
+)}
+TOKENIZER_NAMES: tuple[str, ...] = tuple(TOKENIZERS)  # the built-in ones (read TOKENIZERS)
+
+
+def tokenizers_described() -> str:
+    """Every tokenizer with its description, for help texts."""
+    return "; ".join(f"{kind.name}: {kind.description}" for kind in TOKENIZERS.values())
+
+
 def get_tokenizer(name: str) -> Tokenizer:
-    """Return the tokenizer called ``name`` (one of :data:`TOKENIZER_NAMES`).
+    """Return the tokenizer called ``name`` (a key of :data:`TOKENIZERS`).
 
     The optional back-ends are imported on first use; a missing one raises ImportError with
     the install command.
     """
-    if name == "whitespace":
-        return _Whitespace()
-    if name == "chars":
-        return _Chars()
-    if name == "moses":
-        tok: Tokenizer = _Moses()
-    elif name == "jieba":
-        tok = _Jieba()
-    else:
-        raise ValueError(f"unknown tokenizer {name!r}; choose one of: {', '.join(TOKENIZER_NAMES)}")
-    tok("")  # import the back-end now, so a missing dependency fails early and clearly
+    if name not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {name!r}; choose one of: {', '.join(TOKENIZERS)}")
+    kind = TOKENIZERS[name]
+    tok = kind.factory()
+    if kind.needs:
+        tok("")  # import the back-end now, so a missing dependency fails early and clearly
     return tok

@@ -9,7 +9,7 @@ from typing import TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 
 Item = TypeVar("Item")
 

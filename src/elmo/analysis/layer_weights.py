@@ -1,12 +1,12 @@
 """The learned mix weights of trained task runs (the paper's Figure 2).
 
 A run directory of `elmo task train` holds `layer_weights.json`: {"input": [w_0..w_L],
-"output": [...]}, softmax-normalised, one list per mix the run used.
+"output": [...]}, softmax-normalised, one list per mix the run used (read by
+`elmo.layer_choice.read_mixes`, which the spaCy pipe's learned mix reads too).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from elmo.errors import ElmoError
+from elmo.layer_choice import read_mixes
 
 from .plots import heatmap
-
-WEIGHTS_FILE = "layer_weights.json"
 
 
 @dataclass
@@ -46,26 +45,8 @@ def run_names(run_dirs: Sequence[str | Path]) -> list[str]:
 
 def read_layer_weights(run_dir: str | Path, name: str | None = None) -> list[MixWeights]:
     """The mixes of one run directory, in file order, labelled `name` (default: its name)."""
-    run_dir = Path(run_dir)
-    path = run_dir / WEIGHTS_FILE
-    if not path.is_file():
-        what = "is not a directory" if not run_dir.is_dir() else f"has no {WEIGHTS_FILE}"
-        raise ElmoError(f"{run_dir} {what}; give run directories of `elmo task train "
-                        f"--elmo MODEL` (a run with --elmo none has no mix)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise ElmoError(f"{path}: not JSON ({err}); train the run again to rewrite it") from None
-    if not isinstance(data, dict) or not data:
-        raise ElmoError(f"{path}: no mixes; expected {{\"input\": [w_0, ...], \"output\": "
-                        f"[...]}} (a run with --elmo none has none)")
-    mixes = []
-    for placement, weights in data.items():
-        if not (isinstance(weights, list) and weights
-                and all(isinstance(w, int | float) for w in weights)):
-            raise ElmoError(f"{path}: {placement!r} should be a list of layer weights")
-        mixes.append(MixWeights(name or run_dir.name, placement, [float(w) for w in weights]))
-    return mixes
+    return [MixWeights(name or Path(run_dir).name, placement, weights)
+            for placement, weights in read_mixes(run_dir).items()]
 
 
 def weights_matrix(mixes: list[MixWeights]) -> np.ndarray:

@@ -2,8 +2,9 @@
 
 A corpus (one tokenized sentence per line) is indexed once: one layer's vector of every token,
 unit length, in an HDF5 file named by the model's weights, the corpus content, the layer and
-the storage type. It is built in segments of lines saved as they are embedded (a killed build
-resumes after its last one) and joined into the index file at the end, written atomically.
+the storage type. It is built by the embedding job (`Embedder.run_job`) into an `IndexSink`:
+a segment per chunk of lines, saved as they are embedded (a killed build resumes after its last
+one), joined into the index file at the end, written atomically.
 Search is exact cosine: chunked matrix products over the whole index, keeping the best k.
 Static neighbours compare layer 0 (the char-CNN vector, the same in every context) against the
 corpus's distinct words.
@@ -12,8 +13,6 @@ corpus's distinct words.
 from __future__ import annotations
 
 import hashlib
-import shutil
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,20 +21,16 @@ import h5py
 import numpy as np
 import torch
 
-from elmo.embed import Embedder, InputLine, read_lines
+from elmo.embedding import Embedder, Item, PartialSink, Progress, read_lines
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
-from elmo.io.hdf5_output import PartialOutput
 from elmo.io.textfile import scan_input
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.tasks.features import default_cache_dir
 
-from .embedding import embed_items
-
 INDEX_VERSION = "1"
 INDEX_DTYPES = ("float16", "float32")
 CHUNK_ROWS = 65536
-SEGMENT_LINES = 2048  # corpus lines per saved segment of a build
 
 
 def default_index_dir() -> Path:
@@ -144,7 +139,7 @@ class NeighbourIndex:
         top = embedder.model.num_layers - 1
         if not 0 <= layer <= top:
             raise ElmoError(f"layer {layer}: the model has layers 0..{top}")
-        n_lines, digest = scan_input(corpus)
+        _, digest = scan_input(corpus)
         key = hashlib.sha256(
             f"elmo-neighbours {INDEX_VERSION} {layer} {dtype} {model_identity(embedder.model)} "
             f"{digest}".encode()).hexdigest()[:32]
@@ -152,7 +147,7 @@ class NeighbourIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         with output_lock(path, wait=True):  # a build of the same index by another process
             if not path.exists():
-                _build_index(path, embedder, corpus, n_lines, layer, dtype, progress)
+                _build_index(path, embedder, corpus, layer, dtype, progress)
         return cls(path)
 
     def nearest_occurrences(self, query: np.ndarray, k: int) -> list[Occurrence]:
@@ -178,42 +173,56 @@ def _lines_of(corpus: Path, wanted: set[int]) -> Iterator[tuple[int, list[str]]]
 
 
 def _build_index(
-    path: Path, embedder: Embedder, corpus: Path, n_lines: int, layer: int, dtype: str,
-    progress: bool,
+    path: Path, embedder: Embedder, corpus: Path, layer: int, dtype: str, progress: bool
 ) -> None:
-    """Embed `corpus` (of `n_lines` lines) into PATH.partial, SEGMENT_LINES lines per segment,
+    """Embed the lines of `corpus` that have tokens into PATH.partial,
     resuming after the segments a killed build saved; then write the index file `path`."""
-    partial = PartialOutput(path.with_name(path.name + ".partial"), {"index": path.stem})
-    if progress and partial.done:
-        print(f"elmo: resuming {partial.path} at line {partial.done + 1}", file=sys.stderr)
-    lines = read_lines(corpus, numbers=range(partial.done, n_lines))  # the lines not saved
-    part: list[tuple[InputLine, np.ndarray]] = []  # (line, its unit vectors) not yet saved
-    for line, layers in embed_items(embedder, lines, lambda ln: ln.tokens,
-                                    f"indexing {corpus.name}", progress):
-        part.append((line, unit_rows(layers[layer]).astype(dtype)))
-        if len(part) == SEGMENT_LINES:
-            _save_segment(partial, part)
-            part = []
-    _save_segment(partial, part)
-    vocabulary = list(dict.fromkeys(t for line in read_lines(corpus) for t in line.tokens))
-    if not vocabulary:
-        shutil.rmtree(partial.path)
-        raise ElmoError(f"{corpus}: no tokens to index (empty file?)")
-    with partial.final(path) as out:
-        partial.concatenate(out, chunk_rows=4096)  # vectors (N, D), line and position (N,)
-        out.create_dataset("words", data=vocabulary, dtype=h5py.string_dtype("utf-8"))
-        out.create_dataset("static", data=unit_rows(static_vectors(embedder.model, vocabulary)))
-        out.attrs.update({"layer": layer, "corpus": str(corpus.resolve()), "dtype": dtype})
+
+    def items(start: int) -> Iterator[Item]:
+        """The lines with tokens, numbered from 0 (the job counts them, not the lines)."""
+        lines = (line for line in read_lines(corpus) if line.tokens)
+        for number, line in enumerate(lines):
+            if number >= start:
+                yield Item(number, str(line.number), line.tokens, len(line.tokens),
+                           where=f"{corpus}, line {line.number + 1:,}")
+
+    sink = IndexSink(path, embedder.model, corpus, layer, dtype)
+    # the partial's segments count lines with tokens (before: all lines)
+    embedder.run_job(items, sink, {"index": path.stem, "counts": "lines with tokens"},
+                     Progress(f"indexing {corpus.name}", "line", unit=" tok",
+                              before=lambda done: 0, enabled=progress))
 
 
-def _save_segment(partial: PartialOutput, part: list[tuple[InputLine, np.ndarray]]) -> None:
-    """One segment of `part`'s lines: their tokens' vectors, line numbers and positions."""
-    if not part:
-        return
-    partial.save(part[-1][0].number + 1, [
-        ("vectors", np.concatenate([vectors for _, vectors in part])),
-        ("line", np.concatenate([np.full(len(line.tokens), line.number, dtype=np.int64)
-                                 for line, _ in part])),
-        ("position", np.concatenate([np.arange(len(line.tokens), dtype=np.int32)
-                                     for line, _ in part])),
-    ])
+class IndexSink(PartialSink):
+    """The job's `Sink` of a neighbour index: per chunk of lines, a segment of their tokens'
+    unit vectors at `layer` (in `dtype`), line numbers and positions; at the end, the index
+    file: those joined (`vectors` (N, D), `line`, `position` (N,)), the corpus's distinct words
+    and their static vectors."""
+
+    def __init__(self, path: Path, bilm: BiLM, corpus: Path, layer: int, dtype: str) -> None:
+        super().__init__(path.with_name(path.name + ".partial"))
+        self.output, self.bilm, self.corpus, self.layer, self.dtype = \
+            path, bilm, corpus, layer, dtype
+
+    def save(self, items: Sequence[Item], layers: Sequence[np.ndarray]) -> None:
+        self.partial.save(items[-1].number + 1, [
+            ("vectors", np.concatenate([unit_rows(a[self.layer]).astype(self.dtype)
+                                        for a in layers])),
+            ("line", np.concatenate([np.full(len(item.tokens), int(item.name), dtype=np.int64)
+                                     for item in items])),
+            ("position", np.concatenate([np.arange(len(item.tokens), dtype=np.int32)
+                                         for item in items])),
+        ])
+
+    def finish(self) -> None:
+        vocabulary = list(dict.fromkeys(t for line in read_lines(self.corpus)
+                                        for t in line.tokens))
+        if not vocabulary:
+            self.discard()
+            raise ElmoError(f"{self.corpus}: no tokens to index (empty file?)")
+        with self.partial.final(self.output) as out:
+            self.partial.concatenate(out, chunk_rows=4096)  # vectors (N, D), line, position
+            out.create_dataset("words", data=vocabulary, dtype=h5py.string_dtype("utf-8"))
+            out.create_dataset("static", data=unit_rows(static_vectors(self.bilm, vocabulary)))
+            out.attrs.update({"layer": self.layer, "corpus": str(self.corpus.resolve()),
+                              "dtype": self.dtype})

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.tasks.readers import TaggedSentence

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 
 from .embedding import embed_items
 from .wordnet import WordNet, sense_key_pos

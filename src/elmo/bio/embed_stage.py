@@ -11,26 +11,26 @@ Proteins are embedded longest first in batches of at most `max_amino_acids` padd
 halved and computed again, down to one protein, and a protein that does not fit alone is
 computed on the CPU; each step says so in the log. The work is saved in a hidden directory
 of the stage, a chunk of proteins at a time (`elmo.io.hdf5_output.PartialOutput`), so a killed
-run resumes where it stopped; the files are assembled from it at the end.
+run resumes where it stopped; the files are assembled from it at the end: the embedding job
+(`Embedder.run_job`) into a `StageSink`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
-from tqdm import tqdm
 
-from elmo.bio.layout import RemappedProtein, StageRun
+from elmo.bio.layout import StagePlan, StageRun, proteins_digest
 from elmo.bio.seqvec import SeqVecEmbedder
-from elmo.embed import Embedder
+from elmo.embedding import Embedder, Item, PartialSink, Progress
+from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output
 from elmo.io.hdf5_output import NEW_FILE, PartialOutput
 from elmo.memory import DeviceMemoryError
@@ -42,43 +42,80 @@ PARTIAL = ".embed.partial"
 logger = logging.getLogger(__name__)
 
 
+def embed_outputs(options: dict[str, Any]) -> dict[str, str]:
+    """The output parameters the stage adds: name -> its file in the stage's directory."""
+    files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
+             REDUCED: options["reduce"]}
+    return {name: f"{name}.h5" for name, on in files.items() if on}
+
+
+def check_embed_stage(plan: StagePlan) -> None:
+    """What the options must agree on."""
+    options, where = plan.options, plan.where
+    if options["discard_per_amino_acid_embeddings"] and not options["reduce"]:
+        raise ElmoError(f"{where('discard_per_amino_acid_embeddings')}: with "
+                        "discard_per_amino_acid_embeddings the stage would write nothing; also "
+                        "set 'reduce: True'")
+    if options["use_cpu"] and options["device"] not in (None, "cpu"):
+        raise ElmoError(f"{where('use_cpu')}: use_cpu and device {options['device']!r} "
+                        "disagree; keep one")
+    if options["max_amino_acids"] < 1:
+        raise ElmoError(f"{where('max_amino_acids')}: max_amino_acids is the most residues in "
+                        "a batch, a whole number >= 1")
+    if (options["weights_file"] is None) != (options["options_file"] is None):
+        raise ElmoError(f"{where()}: give both weights_file and options_file (or "
+                        "model_directory, or neither for the released seqvec)")
+
+
 def run_embed_stage(run: StageRun) -> dict[str, str]:
     """Embed the proteins as the stage's options say; returns the output parameters it adds
     (the paths of the files written)."""
     stage_dir, options, proteins = run.directory, run.options, run.proteins
     seqvec = _seqvec(options)
-    files = {EMBEDDINGS: not options["discard_per_amino_acid_embeddings"],
-             REDUCED: options["reduce"]}
+    files = embed_outputs(options)
     dtype = np.float16 if options["half_precision"] else np.float32
-    identity = {"proteins_sha256": _proteins_digest(proteins), **seqvec.embedder.settings(),
-                "dtype": np.dtype(dtype).name, **{name: str(on) for name, on in files.items()}}
-    partial = PartialOutput(stage_dir / PARTIAL, identity)
-    if partial.done:
-        logger.info("%s: resuming; %d of %d proteins were embedded before", stage_dir.name,
-                    partial.done, len(proteins))
-    layers_of = _LayersWithFallback(seqvec.embedder)
-    embedder = seqvec.embedder
+    identity = {"proteins_sha256": proteins_digest(proteins), "dtype": np.dtype(dtype).name,
+                **{name: str(name in files) for name in (EMBEDDINGS, REDUCED)}}
+    written = {name: stage_dir / file for name, file in files.items()}
     lengths = [len(p.record.sequence) for p in proteins]
-    with tqdm(total=sum(lengths), initial=sum(lengths[:partial.done]), unit="residue",
-              unit_scale=True, disable=not run.progress,
-              desc=f"embedding ({stage_dir.name})") as bar:
-        numbered = enumerate(proteins[partial.done:], partial.done)
-        for part in embedder.chunks(numbered, lambda item: item[1].record.sequence,
-                                    start=partial.done):
-            first = part[0][0]
-            layers = layers_of([p.record.sequence for _, p in part], first)
-            datasets, attrs = [], {}
-            for (_, protein), protein_layers in zip(part, layers, strict=True):
-                for name, data in _stored(protein_layers, files, dtype):
-                    datasets.append((f"{name}/{protein.key}", data))
-                    attrs[f"{name}/{protein.key}"] = {"original_id": protein.record.id}
-            partial.save(part[-1][0] + 1, datasets, attrs)
-            bar.update(sum(len(p.record.sequence) for _, p in part))
-    written = {name: str(stage_dir / f"{name}.h5") for name, on in files.items() if on}
-    for name, path in written.items():
-        _assemble(partial, name, Path(path))
-    shutil.rmtree(partial.path)
-    return written
+
+    def items(start: int) -> Iterator[Item]:
+        for number in range(start, len(proteins)):
+            protein = proteins[number]
+            yield Item(number, protein.key, list(protein.record.sequence), lengths[number],
+                       {"original_id": protein.record.id})
+
+    seqvec.embedder.run_job(
+        items, StageSink(stage_dir / PARTIAL, written, dtype), identity,
+        Progress(f"embedding ({stage_dir.name})", "protein", len(proteins), unit="residue",
+                 total=sum(lengths), before=lambda done: sum(lengths[:done]),
+                 enabled=run.progress),
+        compute=_LayersWithFallback(seqvec.embedder))
+    return {name: str(path) for name, path in written.items()}
+
+
+class StageSink(PartialSink):
+    """The job's `Sink` of the stage: per chunk of proteins a segment in the stage's hidden
+    directory `path`, holding what each file of `files` (name -> path) stores of a protein
+    (`FILE/KEY`, with its `original_id`); at the end each file assembled from its datasets,
+    in order, written atomically."""
+
+    def __init__(self, path: Path, files: dict[str, Path], dtype: type) -> None:
+        super().__init__(path)
+        self.files, self.dtype = files, dtype
+
+    def save(self, items: Sequence[Item], layers: Sequence[np.ndarray]) -> None:
+        datasets, attrs = [], {}
+        for item, protein_layers in zip(items, layers, strict=True):
+            for name, data in _stored(protein_layers, self.files, self.dtype):
+                datasets.append((f"{name}/{item.name}", data))
+                attrs[f"{name}/{item.name}"] = item.attrs
+        self.partial.save(items[-1].number + 1, datasets, attrs)
+
+    def finish(self) -> None:
+        for name, path in self.files.items():
+            _assemble(self.partial, name, path)
+        shutil.rmtree(self.path)
 
 
 def _seqvec(options: dict[str, Any]) -> SeqVecEmbedder:
@@ -95,22 +132,14 @@ def _seqvec(options: dict[str, Any]) -> SeqVecEmbedder:
                           max_tokens=options["max_amino_acids"], **files)
 
 
-def _stored(layers: np.ndarray, files: dict[str, bool], dtype: type) -> list[tuple[str, Any]]:
+def _stored(layers: np.ndarray, files: dict[str, Path], dtype: type) -> list[tuple[str, Any]]:
     """What each file stores of a protein's layers."""
     stored = []
-    if files[EMBEDDINGS]:
+    if EMBEDDINGS in files:
         stored.append((EMBEDDINGS, layers.astype(dtype)))
-    if files[REDUCED]:
+    if REDUCED in files:
         stored.append((REDUCED, SeqVecEmbedder.reduce_per_protein(layers).astype(dtype)))
     return stored
-
-
-def _proteins_digest(proteins: Sequence[RemappedProtein]) -> str:
-    digest = hashlib.sha256()
-    for protein in proteins:
-        digest.update(f"{protein.key}\t{protein.record.id}\t{protein.record.sequence}\n"
-                      .encode())
-    return digest.hexdigest()
 
 
 def _assemble(partial: PartialOutput, name: str, path: Path) -> None:
@@ -130,21 +159,21 @@ class _LayersWithFallback:
         self.embedder = embedder
         self.cpu: Embedder | None = None
 
-    def __call__(self, sequences: list[str], start: int) -> list[np.ndarray]:
-        """The layers of `sequences`, numbered from `start`, in order."""
+    def __call__(self, sequences: list[list[str]], start: int) -> list[np.ndarray]:
+        """The layers of `sequences` (their residues), numbered from `start`, in order."""
         done: dict[int, np.ndarray] = {}
         while len(done) < len(sequences):
             todo = [i for i in range(len(sequences)) if i not in done]
             try:
                 for number, layers in self.embedder.iter_embeddings(
-                        [list(sequences[i]) for i in todo], start=start + todo[0]):
+                        [sequences[i] for i in todo], start=start + todo[0]):
                     done[todo[number - start - todo[0]]] = layers
             except DeviceMemoryError as err:
                 i = todo[err.index - start - todo[0]]
                 logger.warning("protein %d (%d residues) does not fit in the memory of %s "
                                "even alone: computing it on the CPU, which is slow",
                                start + i, len(sequences[i]), self.embedder.device)
-                done[i] = self._on_cpu().embed_sentence(list(sequences[i]))
+                done[i] = self._on_cpu().embed_sentence(sequences[i])
         return [done[i] for i in range(len(sequences))]
 
     def _on_cpu(self) -> Embedder:

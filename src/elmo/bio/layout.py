@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ OUTPUT_PARAMETERS = "output_parameters_file.yml"
 SEQUENCES = "sequences_file.fasta"
 REMAPPED_SEQUENCES = "remapped_sequences_file.fasta"
 MAPPING = "mapping_file.csv"
+# PREFIX's own files, in the order they are written.
+PREFIX_FILES = (INPUT_PARAMETERS, SEQUENCES, REMAPPED_SEQUENCES, MAPPING, OUTPUT_PARAMETERS)
 FASTA_WIDTH = 60
 
 
@@ -43,6 +45,28 @@ class RemappedProtein:
     def header(self) -> str:
         """The remapped FASTA header: the new id, then the original header."""
         return f"{self.key} {original_header(self.record)}"
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage as planned before anything runs, what its type's check sees: its name,
+    protocol and options (one it does not set taken from the stages it depends on, then the
+    default); `carried`: the parameters it takes from those stages; `parameters`: its input
+    parameters but `start_time`; `files`: the output parameters its files add (name ->
+    path); `n_proteins`; `coming`: the paths of the files the stages before it will write;
+    `where(option)`: its place in the config, for errors ("FILE, line N (option O of
+    STAGE)"); `identity`: the digest of what its files are made of."""
+
+    name: str
+    protocol: str
+    options: dict[str, Any]
+    carried: dict[str, Any]
+    parameters: dict[str, Any]
+    files: dict[str, str]
+    n_proteins: int
+    coming: frozenset[str]
+    where: Callable[..., str]
+    identity: str
 
 
 @dataclass(frozen=True)
@@ -77,6 +101,15 @@ def remap(records: Sequence[FastaRecord], simple: bool, source: Path) -> list[Re
             for record in ordered]
 
 
+def proteins_digest(proteins: Sequence[RemappedProtein]) -> str:
+    """The sha256 of the proteins as the stages see them: new id, original id, sequence."""
+    digest = hashlib.sha256()
+    for protein in proteins:
+        digest.update(f"{protein.key}\t{protein.record.id}\t{protein.record.sequence}\n"
+                      .encode())
+    return digest.hexdigest()
+
+
 def fasta_text(entries: Iterable[tuple[str, str]]) -> str:
     """(header, sequence) pairs as FASTA, 60 residues a line."""
     out = io.StringIO()
@@ -109,6 +142,15 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return out.getvalue()
 
 
+def global_parameters(prefix: Path, written: dict[str, Any], simple_remapping: bool
+                      ) -> dict[str, Any]:
+    """The parameters every stage starts from: the global section as written, with the
+    paths of PREFIX's files."""
+    return {**written, "sequences_file": str(prefix / SEQUENCES),
+            "simple_remapping": simple_remapping, "mapping_file": str(prefix / MAPPING),
+            "remapped_sequences_file": str(prefix / REMAPPED_SEQUENCES)}
+
+
 def write_parameters(path: Path, parameters: dict[str, Any]) -> None:
     """A parameters file: YAML, in the parameters' order."""
     yaml = import_extra("yaml", "a bio_embeddings pipeline")
@@ -116,7 +158,12 @@ def write_parameters(path: Path, parameters: dict[str, Any]) -> None:
                                            sort_keys=False, allow_unicode=True))
 
 
-def read_parameters(path: Path) -> dict[str, Any]:
-    """A parameters file written by `write_parameters`."""
+def read_parameters(path: Path) -> dict[str, Any] | None:
+    """A parameters file written by `write_parameters`; None where it is missing or is no
+    such file."""
     yaml = import_extra("yaml", "a bio_embeddings pipeline")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        parameters = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return parameters if isinstance(parameters, dict) else None

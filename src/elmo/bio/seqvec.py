@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.loading.load import load_model
 from elmo.memory import AUTO

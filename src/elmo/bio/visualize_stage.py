@@ -19,7 +19,7 @@ from typing import Any
 
 import h5py
 
-from elmo.bio.layout import StageRun, csv_text
+from elmo.bio.layout import StagePlan, StageRun, csv_text
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
@@ -28,27 +28,52 @@ UNKNOWN = "UNKNOWN"
 COMPONENTS = ("component_0", "component_1", "component_2")
 
 
+def visualize_outputs(options: dict[str, Any]) -> dict[str, str]:
+    """The output parameters the stage adds: name -> its file in the stage's directory."""
+    files = {"input_annotation_file": "input_annotation_file.csv",
+             "merged_annotation_file": "merged_annotation_file.csv", "plot_file": "plot_file.html"}
+    if options["annotation_file"] is None:
+        del files["input_annotation_file"]
+    return files
+
+
+def check_visualize_stage(plan: StagePlan) -> None:
+    """What the options and the stages it depends on must agree on: a projection to plot, in
+    2 or 3 components (those of the projection, where a stage of the config draws it), and an
+    annotation file with the columns identifier and label."""
+    import_extra("plotly.graph_objects", "the visualize stage's plotly")
+    options, where = plan.options, plan.where
+    source = _source(plan.parameters)
+    if source is None:
+        raise ElmoError(f"{where('depends_on')}: {_NO_PROJECTION}")
+    if source not in plan.coming and not Path(source).is_file():
+        raise ElmoError(f"{where()}: {source} is not a file (a projection, HDF5)")
+    n = options["n_components"]
+    if n not in (2, 3):
+        raise ElmoError(f"{where('n_components')}: n_components is {n}; a plot has 2 or 3")
+    drawn = plan.carried.get("n_components", n)
+    if drawn != n:
+        raise ElmoError(f"{where('n_components')}: n_components is {n}, but the projection "
+                        f"it plots has {drawn}; remove the option or make them equal")
+    if options["annotation_file"] is not None:
+        _read_annotations(Path(options["annotation_file"]))
+
+
 def run_visualize_stage(run: StageRun) -> dict[str, str]:
     """Plot the projection named in the stage's input parameters; returns the output
     parameters it adds."""
     stage_dir, options, parameters = run.directory, run.options, run.parameters
     go = import_extra("plotly.graph_objects", "the visualize stage's plotly")
-    source = parameters.get("projected_reduced_embeddings_file") or \
-        parameters.get("projected_embeddings_file")
-    if not source or not str(source).endswith(".h5"):
-        raise ElmoError(f"stage {stage_dir.name!r}: no projection to plot; make it depend on "
-                        "a project stage (depends_on: STAGE)")
+    source = _source(parameters)
+    if source is None:
+        raise ElmoError(f"stage {stage_dir.name!r}: {_NO_PROJECTION}")
     n = options["n_components"]
-    if n not in (2, 3):
-        raise ElmoError(f"stage {stage_dir.name!r}: n_components is {n}; a plot has 2 or 3")
+    paths = {name: stage_dir / file for name, file in visualize_outputs(options).items()}
     points = _read_points(Path(source), n)  # new id -> (original id, coordinates)
-    written: dict[str, str] = {}
     if options["annotation_file"] is not None:
         header, rows = _read_annotations(Path(options["annotation_file"]))
         annotations = {row[0]: row for row in rows}
-        path = stage_dir / "input_annotation_file.csv"
-        atomic_write_text(path, csv_text(header, rows))
-        written["input_annotation_file"] = str(path)
+        atomic_write_text(paths["input_annotation_file"], csv_text(header, rows))
         by_id = points if options["merge_via_index"] else \
             {original: (key, xyz) for key, (original, xyz) in points.items()}
         ids = sorted(set(by_id) | set(annotations)) if options["display_unknown"] else \
@@ -63,15 +88,21 @@ def run_visualize_stage(run: StageRun) -> dict[str, str]:
         merged_header = ["sequence_id", "original_id", *COMPONENTS[:n], "label"]
         merged = [[key, original, *xyz, UNKNOWN] for key, (original, xyz) in points.items()]
         label_column = len(merged_header) - 1
-    path = stage_dir / "merged_annotation_file.csv"
-    atomic_write_text(path, csv_text(merged_header, merged))
-    written["merged_annotation_file"] = str(path)
+    atomic_write_text(paths["merged_annotation_file"], csv_text(merged_header, merged))
     figure = _figure(go, merged, merged_header, label_column, n)
-    path = stage_dir / "plot_file.html"
-    with atomic_output(path) as tmp:
+    with atomic_output(paths["plot_file"]) as tmp:
         figure.write_html(str(tmp), include_plotlyjs=True, full_html=True, div_id="plot")
-    written["plot_file"] = str(path)
-    return written
+    return {name: str(path) for name, path in paths.items()}
+
+
+_NO_PROJECTION = "no projection to plot; make it depend on a project stage (depends_on: STAGE)"
+
+
+def _source(parameters: dict[str, Any]) -> str | None:
+    """The projection (HDF5) the parameters name, if any."""
+    source = parameters.get("projected_reduced_embeddings_file") or \
+        parameters.get("projected_embeddings_file")
+    return str(source) if source and str(source).endswith(".h5") else None
 
 
 def _read_points(path: Path, n: int) -> dict[str, tuple[str, list[float]]]:

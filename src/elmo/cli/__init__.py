@@ -12,7 +12,19 @@ from collections.abc import Sequence
 import torch
 
 from elmo import __version__
-from elmo.cli import analyze, embed, export, info, merge, perplexity, serve, task, train, vocab
+from elmo.cli import (
+    analyze,
+    embed,
+    export,
+    info,
+    merge,
+    perplexity,
+    prepare_corpus,
+    serve,
+    task,
+    train,
+    vocab,
+)
 from elmo.cli import bio_embeddings as bio_embeddings_command
 from elmo.errors import ElmoError
 
@@ -21,6 +33,7 @@ SUBCOMMANDS = {
     "merge": merge,
     "train": train,
     "vocab": vocab,
+    "prepare-corpus": prepare_corpus,
     "perplexity": perplexity,
     "export": export,
     "task": task,
@@ -74,23 +87,31 @@ def _actions_of(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return found
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns the process exit status (0 ok, 1 user error, 130 interrupted).
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """The command: returns the process exit status (0 ok, 1 user error, 130 interrupted).
     A reader of stdout that leaves early (`elmo info | head -3`) ends the command quietly
-    with status 1, as Python's docs recommend for SIGPIPE."""
+    with status 1, as Python's docs recommend for SIGPIPE. `prog`: the name of a command
+    run as a program of its own (`bio_embeddings`; argv[0] names the command), which its
+    usage and errors show."""
     try:
         try:
-            return _main(argv)
+            return _main(argv, prog)
         finally:
             sys.stdout.flush()  # meet a reader that left here, not at the interpreter's exit
     except BrokenPipeError:
         # what is still buffered goes nowhere, and the flush at exit raises nothing again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:  # outside the command's run: parsing, flushing
+        print("elmo: interrupted", file=sys.stderr)
+        return 130
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, prog: str | None) -> int:
     parser = build_parser()
+    if prog is not None and argv:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[argv[0]].prog = prog
     args = parser.parse_args(argv)
     threads = args.threads if args.threads is not None else args.threads_before
     if threads is None and args.command in SMALL_MODEL_COMMANDS \

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from elmo.analysis.report import format_table
 from elmo.cli.common import add_overwrite, add_quantize
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, claim_output
 from elmo.tasks.config import TaskConfig

@@ -19,14 +19,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         description="Run a bio_embeddings pipeline config as bio_embeddings did: the global "
         "section (sequences_file, prefix, simple_remapping) and stages of type embed "
         "(protocol seqvec), project (tsne, umap) and visualize (plotly), writing the same "
-        "files under the prefix. The config and FASTA file are checked before anything is "
-        "written. An interrupted run resumes when run again; an existing prefix is otherwise "
-        "refused without --overwrite. Relative paths are relative to the working directory.",
+        "files under the prefix. The config, the FASTA file and what each stage can check "
+        "are checked before anything is written. A rerun keeps the finished stages whose "
+        "options, inputs and proteins are unchanged and resumes an unfinished one; a prefix "
+        "this pipeline did not write is refused without --overwrite. Relative paths are "
+        "relative to the working directory.",
     )
     p.add_argument("config", metavar="CONFIG", help="the pipeline config (YAML)")
     p.add_argument("-o", "--overwrite", action="store_true",
                    help="compute the config anew in an existing prefix (its stage directories "
-                   "are replaced)")
+                   "are replaced; only those a stage wrote, or empty ones)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or log lines")
     p.set_defaults(run=run)
 
@@ -49,9 +51,3 @@ def _log_to_stderr(*names: str) -> None:
             handler.elmo_cli = True
             logger.addHandler(handler)
 
-
-def console_main() -> int:
-    """The `bio_embeddings` console script: bio_embeddings' own command line."""
-    from elmo.cli import main
-
-    return main([COMMAND, *sys.argv[1:]])

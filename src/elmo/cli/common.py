@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import Field, fields
+from typing import Any
 
-from elmo.loading.formats.registry import formats_described
-from elmo.loading.resolve import ModelFiles, resolve_model
-from elmo.modules.quantize import QUANTIZE_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.embedding.settings import EmbedSettings
+from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
+from elmo.loading.model_files import ModelFiles
+from elmo.loading.resolve import resolve_model, sources_described
+from elmo.tokenize import TOKENIZERS, tokenizers_described
 
-MODEL_HELP = ("a shipped name (default, default-zh), a released name (small, medium, original, "
-              "original-5.5B, efml:<lang> such as efml:zhs), a Hugging Face Hub model "
-              "(hf:OWNER/REPO[/SUB/DIR][@REVISION]), or a directory in one of the formats "
-              + formats_described())
+
+def model_help() -> str:
+    """What a MODEL may be, for help texts: one phrase per source of models."""
+    return sources_described()
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -29,20 +33,98 @@ def add_overwrite(p: argparse.ArgumentParser) -> None:
                    help="replace an existing output (default: refuse)")
 
 
+def add_input_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default=AUTO,
+                   help="how the text files are read: " + "; ".join(
+                       f"{k.name}: {k.description}" for k in INPUT_KINDS.values())
+                   + ". JSON lines and WikiExtractor paragraphs are split into sentences "
+                   "(English: sentencex; with --tokenizer jieba or chars: after 。！？). "
+                   "auto: each file as its name or first line says, text otherwise "
+                   "(default auto)")
+
+
+def add_vocab_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--vocab, or how the vocabulary is built from the training files."""
+    p.add_argument("--vocab", metavar="FILE",
+                   help="bilm-tf vocabulary file (default: built from the training files)")
+    p.add_argument("--min-count", type=int, default=1, metavar="N",
+                   help="building the vocabulary: keep words seen N times (default 1)")
+    p.add_argument("--max-vocab", type=int, metavar="N",
+                   help="building the vocabulary: keep the N most frequent words "
+                   "(default: all)")
+
+
+def add_setting(p: argparse._ActionsContainer, name: str, what: str | None = None) -> None:
+    """--NAME from the field NAME of `EmbedSettings`: its default, help, choices and how its
+    value is read (the field's metadata); `what`: what it decides in this command, before
+    its help."""
+    setting = _SETTINGS[name]
+    meta = setting.metadata
+    help = meta["help"] if what is None else f"{what}: {meta['help']}"
+    flag = f"--{name.replace('_', '-')}"
+    if isinstance(setting.default, bool):  # a switch, off by default
+        p.add_argument(flag, action="store_true", help=help)
+    elif meta["negatable"]:  # --NAME, --no-NAME or neither (None)
+        p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
+    else:
+        parse = meta["parse"]  # a type (int) as argparse takes it, its messages its own
+        read = {} if parse is None else {
+            "type": parse if isinstance(parse, type) else _read_with(parse)}
+        p.add_argument(flag, default=setting.default, help=help,
+                       **({"choices": meta["choices"]} if meta["choices"] else {}),
+                       **({"metavar": meta["metavar"]} if meta["metavar"] else {}), **read)
+
+
+def add_settings(p: argparse._ActionsContainer, names: Iterable[str]) -> None:
+    """`add_setting` for each of `names`, in order."""
+    for name in names:
+        add_setting(p, name)
+
+
+def settings_given(args: argparse.Namespace, settings: type = EmbedSettings, **more: Any
+                   ) -> Any:
+    """The `settings` record (EmbedSettings or a subclass) of the flags `add_setting` made
+    that `args` holds, and `more` fields."""
+    given = {f.name: getattr(args, f.name) for f in fields(settings)
+             if f.init and f.name in _SETTINGS and hasattr(args, f.name)}
+    return settings(**given, **more)
+
+
+_SETTINGS: dict[str, Field] = {f.name: f for f in fields(EmbedSettings) if f.init}
+
+
+def _read_with(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` as an argparse type, its ValueError's message printed with the option."""
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    read.__name__ = parse.__name__  # what argparse names in its own messages
+    return read
+
+
 def add_tokenizer(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=None,
-                   help="how lines become tokens (default: the one MODEL was trained with, "
-                   "recorded in its run.json by `elmo train`; else whitespace)")
+    add_setting(p, "tokenizer")
+
+
+def add_corpus_tokenizer(p: argparse._ActionsContainer, note: str = "") -> None:
+    """--tokenizer of a command that reads a corpus (default whitespace); `note`: what else
+    the help says."""
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+                   help=f"how lines become tokens ({tokenizers_described()}; default "
+                   f"whitespace){note}")
+
+
+def add_layers(p: argparse._ActionsContainer, what: str) -> None:
+    """--layers, a layer choice (`elmo.layer_choice`; default all), checked as it is parsed;
+    `what`: what it decides."""
+    add_setting(p, "layers", what)
 
 
 def add_quantize(p: argparse.ArgumentParser) -> None:
     """--quantize for commands that run a biLM for inference (embed, serve, analyze)."""
-    p.add_argument("--quantize", choices=QUANTIZE_MODES, default=None,
-                   help="int8: int8 weights and dynamically quantized activations on the CPU, "
-                   "~1.9-2.2x faster than fp32 for large models (original), with VNNI or "
-                   "AVX2 alone, little faster for small ones; vectors within ~2%% of fp32 "
-                   "(docs/speed.md). "
-                   "Default: fp32")
+    add_setting(p, "quantize")
 
 
 def add_official_pair(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""`elmo embed`: a text file -> HDF5 with the biLM layers of every line."""
+"""`elmo embed`: a text file -> HDF5 with the biLM layers of every line. The embedding flags
+are the fields of `EmbedSettings` (`add_setting`); the file job's own are written here."""
 
 from __future__ import annotations
 
@@ -7,19 +8,18 @@ import os
 
 from elmo.cli import embed_ray
 from elmo.cli.common import (
-    MODEL_HELP,
     add_official_pair,
     add_overwrite,
-    add_quantize,
-    add_tokenizer,
+    add_setting,
+    add_settings,
     model_files,
+    model_help,
+    settings_given,
 )
-from elmo.device import PRECISIONS
-from elmo.embed import BATCH_SIZE, LAYER_MODES, OUTPUT_DTYPES, STATEFUL_BATCH_SIZE, Embedder
-from elmo.embed_file import INPUT_FORMATS, POOL_MODES, EmbedFileOptions
+from elmo.embedding import Embedder, EmbedFileOptions
 from elmo.io.fasta import FASTA_KEYS
+from elmo.io.inputs import EMBED_FORMATS, INPUT_KINDS
 from elmo.io.textfile import ENCODING_ERRORS
-from elmo.memory import AUTO
 
 USAGE = """elmo embed [options] MODEL INPUT OUTPUT
        elmo embed [options] --options FILE --weights FILE INPUT OUTPUT
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         description="Embed INPUT (UTF-8, plain or gzipped, one sentence per line) into OUTPUT "
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'); "
         "a FASTA INPUT gets one dataset per record, named by its id. "
-        f"MODEL is {MODEL_HELP}; or give --options and --weights instead. Work is saved in "
+        f"MODEL is {model_help()}; or give --options and --weights instead. Work is saved in "
         "the directory OUTPUT.partial and OUTPUT assembled from it; the same command resumes a "
         "killed run. An existing OUTPUT "
         "is replaced only with --overwrite; a missing directory is created. AllenNLP's "
@@ -47,45 +47,23 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("paths", nargs="+", metavar="MODEL INPUT OUTPUT", help=argparse.SUPPRESS)
     add_official_pair(p)
     layers = p.add_mutually_exclusive_group()
-    layers.add_argument("--layers", choices=LAYER_MODES, default="all",
-                        help="all: (L+1, n, 2P) per line; top, average or sum (SeqVec's "
-                        "per-residue vectors): (n, 2P). Default: all")
+    add_setting(layers, "layers", "what each line's dataset keeps of its layers (D = 2P)")
     for mode in ("all", "top", "average"):
         layers.add_argument(f"--{mode}", dest="layers", action="store_const", const=mode,
                             help=f"--layers {mode}")
-    p.add_argument("--dtype", choices=OUTPUT_DTYPES, default="float32",
-                   help="type of the stored vectors; float16 halves the file (relative "
-                   "error up to 5e-4). Default: float32")
-    p.add_argument("--pool", choices=POOL_MODES, default=None,
-                   help="mean: one vector per line or record, the mean over its tokens of the "
-                   "chosen layers (--layers sum --pool mean: SeqVec's per-protein vectors)")
-    p.add_argument("--format", choices=INPUT_FORMATS, default=None,
-                   help="text: a sentence per line; fasta: a record per sequence, a residue per "
-                   "token, datasets named by record id. Default: fasta for .fasta .fa .faa .fas "
-                   "(plain or .gz), else text")
+    add_settings(p, ("dtype", "pool"))
+    p.add_argument("--format", choices=EMBED_FORMATS, default=None,
+                   help="how INPUT is read: " + "; ".join(map(_described, EMBED_FORMATS))
+                   + ". Default: as INPUT is detected (fasta by its name), else text")
     p.add_argument("--fasta-keys", choices=FASTA_KEYS, default="id",
                    help="FASTA datasets named by record id (default), or by biotrainer's hash "
                    "of the sequence (sha256 of 'SEQUENCE_LENGTH'), for training with biotrainer")
-    add_tokenizer(p)
-    p.add_argument("--batch-size", type=int, help=f"sentences per batch (default {BATCH_SIZE}; "
-                   f"with --stateful {STATEFUL_BATCH_SIZE}, AllenNLP's)")
-    p.add_argument("--max-tokens", type=_max_tokens, default=AUTO,
-                   help="padded tokens per batch; a longer sentence or protein runs alone. "
-                   "auto: 16384 on the CPU, on a GPU what half of its free memory holds "
-                   "(default auto)")
+    add_settings(p, ("tokenizer", "batch_size", "max_tokens"))
     device = p.add_mutually_exclusive_group()
-    device.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
-                        "available, else cpu)")
+    add_setting(device, "device")
     device.add_argument("--cuda-device", type=int, metavar="N",
                         help="GPU N, or the cpu for -1 (AllenNLP's flag)")
-    add_quantize(p)
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="fp32 (TF32 off); tf32: CUDA products in TF32; bf16: bfloat16 autocast. "
-                   "On a GPU tf32 and bf16 are 1.4-1.8x faster for large models, within "
-                   "~4e-4 and ~4e-3 (relative) of fp32 (docs/speed.md). Default: fp32")
-    p.add_argument("--stateful", action="store_true",
-                   help="the original's protocol: file order, batches of --batch-size, "
-                   "LSTM state carried per batch row (reproduces its numbers)")
+    add_settings(p, ("quantize", "precision", "cuda_graphs", "stateful"))
     p.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="strict",
                    help="strict: stop at a line that is not UTF-8 (default); replace: "
                    "replace invalid bytes with U+FFFD")
@@ -126,12 +104,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     input_path, output_path = args.paths[-2:]
     shard_index = _shard_index(args, output_path, parser)
     output_path = output_path.replace(SHARD, str(shard_index))
-    options = EmbedFileOptions(
-        layers=args.layers, pool=args.pool, dtype=args.dtype, tokenizer=args.tokenizer,
-        batch_size=args.batch_size, max_tokens=args.max_tokens, device=args.device,
-        quantize=args.quantize, precision=args.precision, stateful=args.stateful,
-        format=args.format, encoding_errors=args.encoding_errors, num_shards=args.num_shards,
-        shard_index=shard_index, overwrite=args.overwrite,
+    options = settings_given(
+        args, EmbedFileOptions, format=args.format, encoding_errors=args.encoding_errors,
+        num_shards=args.num_shards, shard_index=shard_index, overwrite=args.overwrite,
         forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
         fasta_keys=args.fasta_keys, progress=not args.quiet)
     embedder = Embedder.from_pretrained(model_files(model, args), **options.embedder_options())
@@ -139,13 +114,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _max_tokens(text: str) -> int | str:
-    """--max-tokens: auto, or a whole number >= 1."""
-    if text == AUTO:
-        return AUTO
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number >= 1")
-    return int(text)
+def _described(name: str) -> str:
+    """An input kind of --format, with how its entries become tokens and datasets."""
+    kind = INPUT_KINDS[name]
+    entries = kind.entries
+    keyed = f", a {entries.token} per token, each {entries.noun}'s dataset named by its id"
+    return f"{name}: {kind.description}{keyed * entries.keyed}"
 
 
 def _shard_index(args: argparse.Namespace, output: str, parser: argparse.ArgumentParser) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elmo.embed_file import EmbedSettings
+from elmo.cli.common import settings_given
+from elmo.io.inputs import INPUT_KINDS
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -58,24 +59,21 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                      f"{args.paths}")
     if any(n is not None and n < 1 for n in (args.batch_size, args.workers, args.block_lines)):
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
-    if args.precision != "fp32":
+    if args.precision not in (None, "fp32"):
         parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "
                      "or --precision")
     from elmo.ray import embed_files  # needs the [ray] extra
 
     model, inputs, output = args.paths
-    settings = EmbedSettings(layers=args.layers, dtype=args.dtype, tokenizer=args.tokenizer,
-                             batch_size=args.batch_size, max_tokens=args.max_tokens,
-                             device=args.device, quantize=args.quantize)
     done = embed_files(
-        model, inputs, output, settings, encoding_errors=args.encoding_errors,
+        model, inputs, output, settings_given(args), encoding_errors=args.encoding_errors,
         format=args.format, workers=args.workers,
         threads=args.threads or args.threads_before or 1,
         block_lines=args.block_lines, address=args.address,
         overwrite=args.overwrite, progress=not args.quiet)
     if done.blocks and not args.quiet:
-        lines, tokens = ("records", "residues") if done.input_format == "fasta" else \
-            ("lines", "tokens")
+        entries = INPUT_KINDS[done.input_format].entries
+        lines, tokens = f"{entries.noun}s", f"{entries.token}s"
         blocks = f"{done.blocks:,} block{'s' * (done.blocks != 1)}"
         workers = f"{done.workers} worker{'s' * (done.workers != 1)}"
         print(f"elmo: {done.lines:,} {lines} ({done.tokens:,} {tokens}) in {blocks}, {workers}: "

@@ -1,10 +1,11 @@
-"""`elmo export MODEL model.onnx` (or `--format onnx`): the ONNX branch of `elmo export`."""
+"""`elmo export MODEL model.onnx` (or `--format onnx`): the ONNX target of `elmo export`."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from elmo.cli.common import add_layers
 
 ONNX_NAME = "model.onnx"  # written into OUTDIR when it does not end in .onnx
 
@@ -15,18 +16,16 @@ def wants_onnx(args: argparse.Namespace) -> bool:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layers", default="all", metavar="all|top|average|sum|N",
-                   help="onnx: the graph outputs every layer (all, the default) or one "
-                   "(batch, tokens, 2P) tensor: the top layer, their average or sum, or layer N")
+    add_layers(p, "onnx: what the graph outputs, every layer or one (batch, tokens, width) "
+               "tensor (D = 2P)")
 
 
-def run(args: argparse.Namespace) -> int:
+def write(args: argparse.Namespace) -> Path:
+    """Write the graph; returns its path."""
     from elmo.onnx import export_onnx  # only here: the onnx extra may not be installed
 
     path = Path(args.out_dir)
     if path.suffix != ".onnx":
         path = path / ONNX_NAME
-    layers = int(args.layers) if args.layers.isdigit() else args.layers
-    export_onnx(args.model, path, layers=layers, overwrite=args.overwrite)
-    print(f"wrote {path}", file=sys.stderr)
-    return 0
+    export_onnx(args.model, path, layers=args.layers, overwrite=args.overwrite)
+    return path

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from elmo.loading.describe import describe_model
-from elmo.loading.formats.registry import EFML, FORMATS
+from elmo.loading.formats.registry import FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -61,8 +61,9 @@ def _model_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     else:
         chars = "UTF-8 bytes (262 ids)"
     tokenizer = info["tokenizer"] or "none recorded (whitespace unless --tokenizer is given)"
-    if info["format"] == EFML.name and info["tokenizer"] is None:
-        tokenizer += "; ELMoForManyLangs models expect words segmented as in UD (see docs/efml.md)"
+    note = FORMATS[info["format"]].tokenizer_note
+    if note and info["tokenizer"] is None:
+        tokenizer += f"; {note}"
     return [
         ("loaded from", ", ".join(info["loaded_from"])),
         ("token encoder", f"{chars}; words cut to {enc['max_characters_per_token'] - 2} "

@@ -7,7 +7,7 @@ import json
 
 from tqdm import tqdm
 
-from elmo.cli.common import add_tokenizer
+from elmo.cli.common import add_input_format, add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="perplexity of a trained biLM on a text file",
-        description="Score FILE (one sentence per line, plain or gzipped; '-' reads stdin) "
+        description="Score FILE (one sentence per line, plain or gzipped, '-' reads stdin; "
+        "JSON lines or WikiExtractor's output, see --input-format) "
         "with MODEL, a directory written by `elmo train` (it has the softmax). Exact softmax; "
         "every sentence is scored from a zero state, n + 1 predictions per direction; the "
         "average is exp of the mean of both directions' losses.",
@@ -28,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("file", metavar="FILE")
     add_tokenizer(p)
+    add_input_format(p)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
     p.add_argument("--device", help="torch device (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,7 +44,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     lm, vocab = load_language_model(files)
     lm.to(resolve_device(args.device))
     tokenizer = args.tokenizer or files.recorded_tokenizer() or "whitespace"
-    sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer)
+    sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer,
+                               input_format=args.input_format)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)
     totals = evaluate_perplexity(lm, sentences, vocab, args.batch_size)
     if totals.n_tokens == 0:

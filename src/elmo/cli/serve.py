@@ -6,8 +6,14 @@ import argparse
 import sys
 from dataclasses import fields
 
-from elmo.cli.common import MODEL_HELP, add_official_pair, add_quantize, add_tokenizer, model_files
-from elmo.embed_file import LAYER_MODES, EmbedSettings
+from elmo.cli.common import (
+    add_official_pair,
+    add_setting,
+    add_settings,
+    model_files,
+    model_help,
+    settings_given,
+)
 from elmo.extras import import_extra
 from elmo.loading.resolve import DEFAULT_MODEL
 from elmo.serve.limits import ServeLimits
@@ -20,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         usage=USAGE,
         help="serve contextual vectors over HTTP (TEI's routes and OpenAI's /v1/embeddings)",
-        description=f"Serve MODEL (default: the shipped model; else {MODEL_HELP}) "
+        description=f"Serve MODEL (default: the shipped model; else {model_help()}) "
         "over HTTP: POST /embed_all (token vectors), /embed and / (one vector per input), "
         "/v1/embeddings (OpenAI's API), /tokenize; GET /info, /health, /metrics "
         "(Prometheus). Concurrent requests are embedded together. The model loads after the "
@@ -29,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         "extra: pip install 'elmo-bilm[serve]'.",
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
-                   help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
+                   help=f"{model_help()} (default: {DEFAULT_MODEL})")
     add_official_pair(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; 0.0.0.0 for every interface (default 127.0.0.1)")
@@ -37,13 +43,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     for limit in fields(ServeLimits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        metavar="N", help=f"{limit.metadata['help']} (default {limit.default:,})")
-    p.add_argument("--layers", choices=LAYER_MODES, default="all",
-                   help="/embed_all's answer when the request does not say: all: (L+1, n, 2P) "
-                   "per input; top or average: (n, 2P). Default: all")
-    add_tokenizer(p)
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if "
-                   "available, else cpu)")
-    add_quantize(p)
+    add_setting(p, "layers", "/embed_all's answer when the request does not say (D = 2P)")
+    add_settings(p, ("tokenizer", "device", "quantize", "precision", "cuda_graphs"))
     p.add_argument("--access-log", action="store_true", help="log one line per request")
     p.set_defaults(run=run)
 
@@ -52,14 +53,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     files = model_files(args.model, args)  # a MODEL that names nothing fails before serving
     for module in ("fastapi", "uvicorn", "prometheus_client", "orjson"):
         import_extra(module, "elmo serve")
-    from elmo.embed import Embedder
+    from elmo.embedding import Embedder
     from elmo.serve.app import create_app
     from elmo.serve.server import address, bind, make_server
     from elmo.serve.server import run as run_server
 
     limits = ServeLimits(**{limit.name: getattr(args, limit.name) for limit in fields(ServeLimits)})
-    settings = EmbedSettings(layers=args.layers, tokenizer=args.tokenizer, device=args.device,
-                             quantize=args.quantize, max_tokens=limits.max_batch_tokens)
+    settings = settings_given(args, max_tokens=limits.max_batch_tokens)
 
     def load() -> Embedder:
         return Embedder.from_pretrained(files, **settings.embedder_options())

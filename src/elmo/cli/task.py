@@ -16,10 +16,10 @@ from elmo.modules.scalar_mix import MIX_MODES
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
-from elmo.tasks.readers import FORMATS, SCHEMES
+from elmo.tasks.readers import FORMATS, SCHEMES, format_of_name, formats_help
 from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
 from elmo.tasks.registry import TASKS
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 
 # the defaults of TaskConfig's optional fields, for the options and their help
 DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(TaskConfig)})
@@ -49,11 +49,9 @@ def _runtime_options(p: argparse.ArgumentParser) -> None:
 def _format_options(group: argparse._ArgumentGroup) -> None:
     """--format and the readers' options."""
     d = DEFAULTS
-    group.add_argument("--format", required=True, choices=FORMATS,
-                      help="conll: token per line, white-space columns, blank line between "
-                      "sentences; conllu; label-text: 'LABEL sentence' per line; tsv: header "
-                      "row, tab-separated columns; squad: SQuAD-layout JSON (v1.1, v2.0). Files "
-                      "may be .gz")
+    group.add_argument("--format", choices=FORMATS,
+                       help=f"{formats_help()}. Files may be .gz (default: the format whose "
+                       "suffix the file's name has)")
     group.add_argument("--token-column", type=int, default=d.token_column, help="conll")
     group.add_argument("--tag-column", type=int, default=d.tag_column,
                       help="conll (negative: from the end)")
@@ -65,7 +63,7 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--text-columns", type=lambda s: s.split(","), metavar="A[,B]",
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
-    group.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default=d.tokenizer,
+    group.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
                        help="label-text and tsv sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
@@ -245,16 +243,16 @@ def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def run_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if args.format == "tsv" and not args.text_columns:
-        parser.error("--format tsv needs --text-columns")
-    options = {"conll": ("token_column", "tag_column"), "conllu": ("tag",),
-               "label-text": ("tokenizer",),
-               "tsv": ("text_columns", "label_column", "tokenizer"),
-               "squad": ("tokenizer",)}[args.format]
+    name = args.format or format_of_name(args.input)
+    if name is None:
+        parser.error(f"the name of {args.input} does not tell its format: give --format")
+    dataset = FORMATS[name]
+    problem = dataset.problem(vars(args), None)
+    if problem:
+        parser.error(problem)
     with claim_output(args.output, inputs=[args.input], overwrite=args.overwrite):
         args.tokenizer = args.tokenizer or "whitespace"  # no biLM here to record one
-        n = export_text(args.input, args.output, args.format,
-                        encoding_errors=args.encoding_errors,
-                        **{k: getattr(args, k) for k in options})
+        n = export_text(args.input, args.output, name,
+                        **dataset.reader_options(vars(args), labeled=False))
     print(f"{n} sentences written to {args.output}", file=sys.stderr)
     return 0

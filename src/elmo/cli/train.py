@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_vocab_options
 from elmo.config import PRESETS
+from elmo.device import PRECISIONS, precisions_described
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
-from elmo.tokenize import TOKENIZER_NAMES
 from elmo.training.config import (
     DEFAULT_LR,
     DEFAULT_PREFETCH,
     DEFAULT_PRESET,
     OPTIMIZERS,
-    PRECISIONS,
     SCHEDULES,
     TrainConfig,
 )
@@ -24,9 +24,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="pretrain a biLM on a corpus, or continue training one",
-        description="Train a biLM on text files (one sentence per line, plain or .gz, globs "
-        "allowed), streamed. OUT, created once training starts, receives elmo-run.json (it "
-        "marks a pretraining run), vocab.txt, run.json, "
+        description="Train a biLM on a corpus, streamed: text files (one sentence per line, "
+        "plain or .gz, globs allowed), JSON lines, WikiExtractor's output (see --input-format), "
+        "or a corpus prepared by `elmo prepare-corpus` (the same batches, from token ids). "
+        "OUT, created once training starts, receives elmo-run.json (it marks a pretraining "
+        "run), vocab.txt, run.json, "
         "checkpoint.safetensors, metrics.jsonl and the model (config.json + model.safetensors, "
         "softmax included: the best on --valid, else the last), which `elmo embed OUT ...` "
         "loads. Run the same command again to resume after an interruption: with the same "
@@ -36,21 +38,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     data = p.add_argument_group("data")
     data.add_argument("--train", nargs="+", required=True, metavar="PATH",
-                      help="training files or glob patterns (quote globs); required")
+                      help="training files or glob patterns (quote globs), a folder of "
+                      "WikiExtractor's wiki_NN files, or a prepared corpus folder; required")
     data.add_argument("--valid", metavar="PATH",
                       help="validation text: perplexity every --eval-every steps, best model "
                       "(default: none, the last model is kept)")
     data.add_argument("--out", required=True, metavar="DIR",
                       help="run directory, created when training starts; required")
-    data.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
-                      help="how lines become tokens (default whitespace)")
-    data.add_argument("--vocab", metavar="FILE",
-                      help="bilm-tf vocabulary file (default: built from the training files)")
-    data.add_argument("--min-count", type=int, default=1, metavar="N",
-                      help="building the vocabulary: keep words seen N times (default 1)")
-    data.add_argument("--max-vocab", type=int, metavar="N",
-                      help="building the vocabulary: keep the N most frequent words "
-                      "(default: all)")
+    add_input_format(data)
+    add_corpus_tokenizer(data)
+    add_vocab_options(data)
     data.add_argument("--shuffle-window", type=int, default=0, metavar="N",
                       help="shuffle sentences within windows of N (default 0: file order)")
 
@@ -64,6 +61,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                        "(default: none, a new --preset model)")
     model.add_argument("--dropout", type=float, default=0.1, metavar="P",
                        help="dropout probability (default 0.1)")
+    model.add_argument("--no-lstm-clip", dest="lstm_clip", action="store_false",
+                       help="a new model's LSTM clips neither its cell nor its projection "
+                       "(cell_clip and proj_clip null, which bilm-tf and AllenNLP read as no "
+                       "clipping): it trains through torch's own LSTM kernel, cuDNN on a GPU "
+                       "(default: clip at the preset's 3.0, as bilm-tf)")
     model.add_argument("--softmax", choices=SOFTMAX_MODES, default="auto",
                        help=f"auto: full up to {FULL_SOFTMAX_MAX_VOCAB:,} words, else sampled "
                        "(default auto)")
@@ -96,14 +98,16 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                      help="initial weights, dropout, sampled softmax, shuffle (default 0)")
     opt.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     opt.add_argument("--precision", choices=PRECISIONS,
-                     help="fp32; tf32 (CUDA matmuls and convolutions in TF32, fp32 elsewhere); "
-                     "bf16 (the biLM under bfloat16 autocast; softmax, loss, weights and "
-                     "optimizer in fp32). May change on resume (default: bf16 on CUDA, fp32 "
-                     "elsewhere)")
+                     help=f"{precisions_described('train')}. The softmax, loss, weights and "
+                     "optimizer stay fp32; validation computes in fp32. May change on resume")
     opt.add_argument("--prefetch", type=int, metavar="N",
                      help="batches prepared ahead by a background thread (pinned memory on "
                      "CUDA); 0: none. Results do not depend on it "
                      f"(default: {DEFAULT_PREFETCH} on CUDA, 0 elsewhere)")
+    opt.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
+                     help="on CUDA, run every training step eagerly instead of replaying it "
+                     "from a CUDA graph (default: graphs; steps with padding, at the end of "
+                     "an epoch, run eagerly anyway). May change on resume")
     opt.add_argument("--deterministic", action="store_true",
                      help="use only deterministic torch kernels "
                      "(torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8), "

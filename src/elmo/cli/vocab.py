@@ -6,12 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from elmo.cli.common import add_overwrite
+from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_overwrite
 from elmo.data.corpus import expand_paths
 from elmo.errors import InputFileError
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import STDIN, is_stdin
-from elmo.tokenize import TOKENIZER_NAMES
 from elmo.training.prepare import CorpusStats, scan_corpus
 from elmo.vocab import Vocabulary
 
@@ -21,14 +20,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="build a vocabulary file from a corpus",
         description="Count the words of the training files (one sentence per line, plain or "
-        ".gz, globs allowed, '-' for stdin) and write a bilm-tf vocabulary: <S>, </S>, <UNK>, "
+        ".gz, globs allowed, '-' for stdin; JSON lines and WikiExtractor's output, see "
+        "--input-format) and write a bilm-tf vocabulary: <S>, </S>, <UNK>, "
         "then the words by descending frequency. Also reports the token count.",
     )
     p.add_argument("--train", nargs="+", required=True, metavar="PATH")
     p.add_argument("--out", required=True, metavar="FILE",
                    help=f"vocabulary file to write ('{STDIN}': stdout)")
-    p.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="whitespace",
-                   help="how lines become tokens (default whitespace)")
+    add_corpus_tokenizer(p)
+    add_input_format(p)
     add_overwrite(p)
     p.add_argument("--min-count", type=int, default=1, help="keep words seen this often")
     p.add_argument("--max-vocab", type=int, metavar="N", help="keep at most N words in all")
@@ -56,8 +56,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _scan(args: argparse.Namespace, paths: list[Path]) -> tuple[CorpusStats, Vocabulary]:
-    stats, vocab = scan_corpus(paths, args.tokenizer, min_count=args.min_count,
-                               max_vocab=args.max_vocab, progress=not args.quiet)
+    stats, vocab = scan_corpus(paths, args.tokenizer, input_format=args.input_format,
+                               min_count=args.min_count, max_vocab=args.max_vocab,
+                               progress=not args.quiet)
     if stats.n_sentences == 0:
         raise InputFileError(f"the training files {args.train} have no sentences (empty or "
                              "blank): a vocabulary needs words")

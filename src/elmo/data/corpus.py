@@ -1,10 +1,14 @@
-"""Streaming a text corpus of any size: one sentence per line, plain or gzipped UTF-8 (or stdin);
-FASTA files (one sentence per record) too.
+"""Streaming a text corpus of any size, in any of the input kinds of `elmo.io.inputs`: one
+sentence per line (plain or gzipped UTF-8, or stdin), FASTA (a record per sentence), JSON lines
+and WikiExtractor's output (paragraphs, split into sentences by the splitter of the
+tokenizer's language, `elmo.io.sentences`), each file of the kind it is detected as, or of the
+one named (`input_format`).
 
 Nothing here reads a whole file: lines are decoded one at a time, so memory stays flat
-however large the corpus is. A *sentence index* counts the non-blank lines (and FASTA
-records) of the whole stream (all files, in order); with the built-in tokenizers every
-non-blank line yields a non-empty sentence, so it is also the index of the tokenized sentence.
+however large the corpus is. A *sentence index* counts the sentences (non-blank lines, FASTA
+records, sentences of the paragraphs) of the whole stream (all files, in order); with the
+built-in tokenizers every sentence has a token, so it is also the index of the tokenized
+sentence.
 """
 
 from __future__ import annotations
@@ -12,22 +16,32 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.fasta import is_fasta_path, read_fasta
-from elmo.io.textfile import is_stdin, read_lines
-from elmo.tokenize import Tokenizer, get_tokenizer
+from elmo.io.inputs import AUTO, folder_files, input_kind
+from elmo.io.sentences import SPLITTERS
+from elmo.io.textfile import is_stdin
+from elmo.tokenize import TOKENIZERS, Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
 
 
+
+def split_language(tokenizer: str | Tokenizer) -> str:
+    """The language whose sentence splitter cuts the paragraphs of a corpus read with
+    `tokenizer` (its record's `language`; English for a callable)."""
+    return TOKENIZERS[tokenizer].language if isinstance(tokenizer, str) else "en"
+
+
 def expand_paths(patterns: Sequence[PathLike], allow_stdin: bool = False) -> list[Path]:
-    """Expand glob patterns (each sorted) and keep plain paths, in the order given.
+    """Expand glob patterns (each sorted) and the output folders of an input kind (a folder
+    of WikiExtractor's wiki_NN files: those, sorted), and keep plain paths, in the order given.
 
     `-` (stdin) is kept if `allow_stdin` (for callers that read their input once). Raises
-    FileNotFoundError naming a pattern or path that matches no file, InputFileError for a
-    directory.
+    FileNotFoundError naming a pattern or path that matches no file, InputFileError for
+    another directory.
     """
     if isinstance(patterns, str | os.PathLike):
         patterns = [patterns]
@@ -46,8 +60,14 @@ def expand_paths(patterns: Sequence[PathLike], allow_stdin: bool = False) -> lis
                 raise InputFileError("this command reads its input more than once, so it cannot "
                                      "read stdin ('-'): save the text to a file")
             if path.is_dir():
-                raise InputFileError(f"{text!r} is a directory, not a text file; to read the "
-                                     f"files in it, pass a quoted glob like '{text}/*.txt'")
+                found = folder_files(path)
+                if found is None:
+                    raise InputFileError(
+                        f"{text!r} is a directory, not a text file (nor a folder of "
+                        "WikiExtractor's wiki_NN files); to read the files in it, pass a quoted "
+                        f"glob like '{text}/*.txt'")
+                paths.extend(found)
+                continue
             if not path.is_file() and not (allow_stdin and is_stdin(path)):
                 raise FileNotFoundError(f"no such file: {text!r}")
             paths.append(path)
@@ -60,22 +80,29 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def iter_lines(paths: PathLike | Iterable[PathLike]) -> Iterator[str]:
-    """Yield the non-blank lines of the files in order, without their line ending; of a FASTA
-    file (.fasta .fa .faa .fas, plain or .gz), each record's sequence instead (a record is a
-    sentence: tokenize it with the `chars` tokenizer, a residue per token).
+def iter_lines(
+    paths: PathLike | Iterable[PathLike], input_format: str = AUTO, language: str = "en"
+) -> Iterator[str]:
+    """Yield the sentences of the files in order, as text: each file read as the input kind
+    `input_format` names, or ("auto") the kind it is detected as (`elmo.io.inputs`). A text
+    file's non-blank lines without their line ending; a FASTA record's sequence (tokenize it
+    with the `chars` tokenizer, a residue per token); the sentences of the paragraphs of JSON
+    lines and WikiExtractor documents, split by the splitter of `language`
+    (`elmo.io.sentences`).
 
     Read with `elmo.io.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
     dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line, as
-    does a malformed FASTA record (`elmo.io.fasta.read_fasta`).
+    does a malformed FASTA record (`elmo.io.fasta.read_fasta`); a malformed JSON line or
+    WikiExtractor document is skipped with a warning naming file and line.
     """
+    split = SPLITTERS[language].split
     for path in _as_paths(paths):
-        if is_fasta_path(path):
-            yield from (record.sequence for record in read_fasta(path, unique_ids=False))
-            continue
-        for _, line in read_lines(path):
-            if line and not line.isspace():
-                yield line
+        kind = input_kind(path, input_format)
+        for passage in kind.read(path):
+            if kind.paragraphs:
+                yield from split(passage.text)
+            else:
+                yield passage.text
 
 
 def iter_sentences(
@@ -85,8 +112,11 @@ def iter_sentences(
     rank: int = 0,
     world_size: int = 1,
     start: int = 0,
+    input_format: str = AUTO,
+    language: str | None = None,
 ) -> Iterator[list[str]]:
-    """Yield tokenized, non-empty sentences (one per non-blank line).
+    """Yield tokenized, non-empty sentences (those of `iter_lines`; paragraphs are split by
+    the splitter of `language`, by default the tokenizer's: `split_language`).
 
     For distributed training, only sentences whose index ``% world_size == rank`` are
     yielded, so the ranks partition the corpus. ``start`` skips this rank's first ``start``
@@ -96,9 +126,11 @@ def iter_sentences(
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world={world_size}")
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
+    if language is None:
+        language = split_language(tokenizer)
     tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     first = rank + start * world_size  # global index of the first sentence to yield
-    for index, line in enumerate(iter_lines(paths)):
+    for index, line in enumerate(iter_lines(paths, input_format, language)):
         if index < first or (index - rank) % world_size:
             continue
         tokens = tok(line)
@@ -107,10 +139,36 @@ def iter_sentences(
 
 
 def count_tokens(
-    paths: PathLike | Iterable[PathLike], tokenizer: Tokenizer | str = "whitespace"
+    paths: PathLike | Iterable[PathLike], tokenizer: Tokenizer | str = "whitespace",
+    input_format: str = AUTO,
 ) -> int:
     """Number of predicted tokens in one direction: words plus one ``</S>`` per sentence.
 
     This is how bilm-tf counts ``n_train_tokens`` (streamed; constant memory).
     """
-    return sum(len(tokens) + 1 for tokens in iter_sentences(paths, tokenizer))
+    return sum(len(tokens) + 1 for tokens in iter_sentences(paths, tokenizer,
+                                                             input_format=input_format))
+
+
+@dataclass
+class TextCorpus:
+    """Training text: files of any input kind (`input_format`, or "auto": each file's own),
+    tokenized with `tokenizer` as they are read."""
+
+    paths: list[Path]
+    tokenizer: str
+    input_format: str = AUTO
+
+    def __post_init__(self) -> None:
+        self._tokenize = get_tokenizer(self.tokenizer)
+
+    @property
+    def files(self) -> list[str]:
+        return [str(p) for p in self.paths]
+
+    def sentences(self, rank: int = 0, world_size: int = 1, start: int = 0
+                  ) -> Iterator[list[str]]:
+        """Rank `rank`'s sentences from its `start`-th on (`iter_sentences`)."""
+        return iter_sentences(self.paths, self._tokenize, rank=rank, world_size=world_size,
+                              start=start, input_format=self.input_format,
+                              language=split_language(self.tokenizer))

@@ -109,12 +109,13 @@ def _make_parent(directory: Path) -> None:
 def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
     """An exclusive lock on `path` among our processes: the file PATH.lock, held with flock
     and removed on exit (a killed holder's lock is released by the kernel). Held by another
-    process: ElmoError "another process is writing PATH", or with `wait`, wait for it."""
+    process: ElmoError "another process is writing PATH", or with `wait`, wait for it. A
+    link at PATH.lock is refused, not followed."""
     path = Path(path)
     lock_path = path.with_name(path.name + ".lock")
     while True:
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as err:
             raise ElmoError(f"cannot write {path}: {err.strerror} (choose an output in a "
                             "directory you can write)") from None
@@ -138,24 +139,30 @@ def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, keep_partial: bool = False) -> Iterator[Path]:
     """Yield a new empty directory beside `path`; on success it replaces `path` (a directory,
     or nothing) whole, on error it is deleted.
 
     A reader sees the old directory or the new one, complete; only between two renames, none.
     A writer killed there leaves the old and new ones beside `path` (`.NAME.old`, `.NAME.new`);
-    the next call deletes them.
+    the next call deletes them. `keep_partial`: a `.NAME.new` left by an earlier writer is
+    yielded as it is (the caller resumes from what it holds, or empties it), and an error
+    leaves it, for the next call to resume.
     """
     path = Path(path)
     new, old = (path.with_name(f".{path.name}.{suffix}") for suffix in ("new", "old"))
-    for stale in (new, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    new.mkdir(parents=True)
+    shutil.rmtree(old, ignore_errors=True)
+    if not keep_partial:
+        shutil.rmtree(new, ignore_errors=True)
+    new.mkdir(parents=True, exist_ok=True)
+    done = False
     try:
         yield new
         if path.exists():
             os.replace(path, old)
         os.replace(new, path)
+        done = True
     finally:
-        shutil.rmtree(new, ignore_errors=True)
+        if done or not keep_partial:
+            shutil.rmtree(new, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)

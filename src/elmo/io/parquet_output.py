@@ -136,18 +136,14 @@ def write_block(
     texts: Sequence[str],
     tokens: Sequence[Sequence[str]],
     embeddings: Sequence[np.ndarray],
-    *,
-    ids: Sequence[str] | None = None,
-    descriptions: Sequence[str] | None = None,
+    attrs: dict[str, Sequence[str]] | None = None,
 ) -> None:
-    """Write one block's rows (see the module's layout) to `path`, atomically; FASTA records
-    also have `ids` and `descriptions`."""
-    records = {} if ids is None else {"id": pa.array(ids, pa.string()),
-                                      "description": pa.array(descriptions, pa.string())}
+    """Write one block's rows (see the module's layout) to `path`, atomically; `attrs`: the
+    string columns that follow `line` (FASTA records: `id` and `description`)."""
     table = pa.table({
         "source": pa.array([source] * len(lines), pa.string()),
         "line": pa.array(lines, pa.int64()),
-        **records,
+        **{name: pa.array(values, pa.string()) for name, values in (attrs or {}).items()},
         "text": pa.array(texts, pa.string()),
         "tokens": pa.array(tokens, pa.list_(pa.string())),
         "embedding": embedding_column(embeddings),

@@ -5,23 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from elmo.loading import hf_hub
 from elmo.loading.load import load_model
-from elmo.loading.resolve import ModelFiles, resolve_model
+from elmo.loading.resolve import resolve_model
 from elmo.modules.bilm import BiLM
 
 
 def describe_model(model: str) -> dict[str, Any]:
-    """What `model` is (its format, architecture, tokenizer and files), as a JSON-ready dict
-    (what `elmo info` prints). A Hub model that is
-    not in the cache yet is described by its listing only (`architecture` None)."""
+    """What `model` is (its format, architecture, tokenizer and files, and what its source
+    says of it), as a JSON-ready dict (what `elmo info` prints). A model its source describes
+    without downloading it (a Hub model not in the cache yet: its listing) is described by
+    that alone (`architecture` None)."""
     files = resolve_model(model)
-    info: dict[str, Any] = {"model": model, "format": files.format}
-    if files.source == "hub":
-        info["hub"] = hub_facts(files)
-        if not info["hub"]["downloaded"]:
-            return {**info, "loaded_from": [], "architecture": None, "softmax_rows": None,
-                    "tokenizer": None}
+    info: dict[str, Any] = {"model": model, "format": files.format,
+                            **files.source.facts(files)}
+    if files.source.describe_unloaded(files):
+        return {**info, "loaded_from": [], "architecture": None, "softmax_rows": None,
+                "tokenizer": None}
     loaded = load_model(files, progress=False)
     extra = loaded.extra
     return {
@@ -32,16 +31,6 @@ def describe_model(model: str) -> dict[str, Any]:
         else None,
         "tokenizer": loaded.tokenizer,
     }
-
-
-def hub_facts(files: ModelFiles) -> dict[str, Any]:
-    """A Hub model's revision, commit and the files it reads with their sizes."""
-    name = hf_hub.parse_hub_name(files.name)
-    paths = [p for p, _ in files.remote]
-    return {"repo": name.repo_id, "folder": name.subfolder, "revision": name.revision or "main",
-            "commit": files.revision, "files": dict(files.remote),
-            "bytes": sum(size for _, size in files.remote),
-            "downloaded": hf_hub.is_cached(name, files.revision, paths)}
 
 
 def architecture(bilm: BiLM) -> dict[str, Any]:

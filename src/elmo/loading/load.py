@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from elmo.loading.formats.registry import FORMATS
-from elmo.loading.resolve import ModelFiles, resolve_model
+from elmo.loading.model_files import ModelFiles
+from elmo.loading.resolve import resolve_model
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.quantize import check_quantize
 

@@ -19,34 +19,32 @@ from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading import hf_hub
 from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME
-from elmo.loading.formats.registry import FORMATS, NATIVE, ModelFormat
+from elmo.loading.formats.registry import NATIVE, export_formats
 from elmo.loading.load import LoadedModel, load_model
-from elmo.loading.resolve import ModelFiles
+from elmo.loading.model_files import ModelFiles
+from elmo.tokenize import TOKENIZERS
 
-# The formats a model can be written in, by name.
-EXPORT_FORMATS: dict[str, ModelFormat] = {name: f for name, f in FORMATS.items()
-                                          if f.save is not None}
+HUB_FORMAT = NATIVE.name  # what a Hub repo gets: `hf:OWNER/REPO` loads it fastest
 PROSE_CARD = "MODEL_CARD.md"  # a shipped model's card, in Markdown
 README = "README.md"
 TAGS = ["elmo", "bilm", "contextual-embeddings", "feature-extraction"]
 EXAMPLES = {"en": "We sat on the river bank .", "zh": "我们坐在河岸上。"}  # the card's example
-EXTRA_OF = {"jieba": ("zh",), "moses": ("moses",)}  # the extras a tokenizer needs
 
 
 def export_names(files: ModelFiles, fmt: str) -> tuple[str, ...]:
     """The names `save_model` writes for the model `files` (on this machine) in `fmt`."""
-    return EXPORT_FORMATS[fmt].saved_files \
+    return export_formats()[fmt].saved_files \
         + ((VOCAB_NAME,) if files.vocab_file is not None else ()) \
         + ((CARD_NAME,) if model_record(files, "") else ())
 
 
 def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = NATIVE.name, *,
                exported_from: str) -> list[Path]:
-    """Write `loaded` into `out_dir` in the format named `fmt` (one of EXPORT_FORMATS), each
+    """Write `loaded` into `out_dir` in the format named `fmt` (one of `export_formats()`), each
     file atomically, with its vocabulary and its record (`model_record`); returns the files
     written. The softmax is not written (the official prediction files have none)."""
     out_dir = Path(out_dir)
-    export_format = EXPORT_FORMATS[fmt]
+    export_format = export_formats()[fmt]
     export_format.save(loaded.bilm, out_dir)
     written = [out_dir / name for name in export_format.saved_files]
     vocab = loaded.files.vocab_file
@@ -116,7 +114,7 @@ def push_to_hub(
     api = hub.HfApi(token=token, library_name=hf_hub.LIBRARY_NAME)
     with tempfile.TemporaryDirectory(prefix="elmo-push-") as tmp:
         with _step(name, "writing the model and its card"):
-            save_model(loaded, tmp, NATIVE.name, exported_from=exported_from)
+            save_model(loaded, tmp, HUB_FORMAT, exported_from=exported_from)
             card = model_card(loaded, name, revision=revision, language=language,
                               license=license)
             (Path(tmp) / README).write_text(card, encoding="utf-8")
@@ -179,7 +177,8 @@ def model_card(loaded: LoadedModel, name: hf_hub.HubName, *, revision: str | Non
 def _usage(model: str, tokenizer: str | None, language: str) -> str:
     """How to load `model` (a Hub name): the command, and Python that splits an example
     sentence in `language` with the model's recorded `tokenizer` (None: whitespace)."""
-    extras = ",".join(["hub", *(EXTRA_OF.get(tokenizer or "", ()))])
+    kind = TOKENIZERS.get(tokenizer or "")
+    extras = ",".join(["hub", *([kind.extra] if kind and kind.extra else [])])
     split = f"the `{tokenizer}` tokenizer, as in training" if tokenizer \
         else "whitespace (the model records no tokenizer)"
     return (f"Load it with the `elmo` package (`pip install 'elmo-bilm[{extras}]'`); text is "

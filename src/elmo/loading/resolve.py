@@ -1,6 +1,7 @@
 """Which files a MODEL names, and in which format: the one resolver of model names.
 
-A model is named by
+A model is named by a string one of the sources in `SOURCES` takes, tried in the table's
+order:
 
 - `hf:OWNER/REPO`, `hf:OWNER/REPO/SUB/DIR`, either with `@REVISION` (a branch, tag or commit):
   a model on the Hugging Face Hub (`elmo.loading.hf_hub`), in any layout below;
@@ -8,42 +9,43 @@ A model is named by
   `elmo.loading.formats.registry` (ours, with `vocab.txt` and the softmax when `elmo train`
   wrote it; an ELMoForManyLangs model; an unpacked AllenNLP archive or an `Elmo`'s
   `weights.th` alone; an NLPL model; one official options/weights pair), told by its file
-  names, or an NLPL model's ZIP archive;
+  names, or a model file a format reads as it is (an NLPL model's ZIP archive);
+- else a released name (`small`, `medium`, `original`, `original-5.5B`), or `efml:<lang>` for
+  the ELMoForManyLangs models, downloaded on first use;
 - else a shipped model: a directory `src/elmo/pretrained/NAME/` inside the package
   (`default`, the English model; more are added by dropping a directory in);
-- else a released name (`small`, `medium`, `original`, `original-5.5B`, or `efml:<lang>` for
-  the ELMoForManyLangs models), downloaded on first use;
-- or, instead of a MODEL, an official options/weights pair given as two files.
+- or, instead of a MODEL, an official options/weights pair given as two files
+  (`OFFICIAL_PAIR`).
 
-`resolve_model` decides the source and format without downloading anything (a Hub model's
-layout comes from the repo's file listing); `ModelFiles.local` brings a released or Hub
-model's files to this machine. `elmo.loading.load` reads them. A new source of models is one
-branch in each of the two.
+Each source is a `ModelSource` (`elmo.loading.model_files`): its `resolve` decides whether a
+name is its and the model's format without downloading anything (a Hub model's layout comes
+from the repo's file listing); its `local` brings the files to this machine
+(`ModelFiles.local`); its `help` is its phrase in the MODEL help (`sources_described`).
+`elmo.loading.load` reads the files. A new source of models is one `ModelSource` in `SOURCES`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Collection
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from elmo.errors import ElmoError, ModelNotFoundError
 from elmo.loading import hf_hub
 from elmo.loading.formats.bilm_tf import official_pair
-from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME, is_native_dir
-from elmo.loading.formats.nlpl import is_zip_archive
+from elmo.loading.formats.native import CARD_NAME, RUN_NAME, is_native_dir
 from elmo.loading.formats.registry import (
     BILM_TF,
     EFML,
     NATIVE,
-    NLPL,
     ModelFormat,
+    format_of_file,
     format_of_files,
     formats_described,
 )
+from elmo.loading.model_files import ModelFiles, ModelSource
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.runs import TASK, run_kind
 
@@ -75,79 +77,146 @@ def shipped_model_dir(name: str = DEFAULT_MODEL) -> Path:
     return directory
 
 
-@dataclass(frozen=True)
-class ModelFiles:
-    """A resolved MODEL: its `format` (the name of its record in
-    `elmo.loading.formats.registry.FORMATS`), where it comes from (`source`: "path",
-    "shipped", "release", "efml-release", "hub" or "files") and, once on this machine, where
-    its files are: `directory` (the model's directory, or an NLPL model's ZIP archive; for an
-    official pair, the directory holding it, which may record its tokenizer), `options` and
-    `weights` (the official pair's two files). A Hub model also has the commit its name
-    resolved to (`revision`) and the repo files it reads, with their sizes (`remote`)."""
+class HubSource(ModelSource):
+    """A model on the Hugging Face Hub: its layout from the file listing of its folder at the
+    commit its revision names (asked of the Hub, or read from the cache offline)."""
 
-    name: str
-    format: str
-    source: str
-    directory: Path | None = None
-    options: Path | None = None
-    weights: Path | None = None
-    revision: str | None = None
-    remote: tuple[tuple[str, int], ...] = ()
+    name = "hub"
 
-    @property
-    def paths(self) -> list[Path]:
-        """The files or directory the weights are read from."""
-        if self.format == BILM_TF.name:
-            return [p for p in (self.options, self.weights) if p is not None]
-        return [self.directory] if self.directory is not None else []
+    def help(self) -> str:
+        return f"a Hugging Face Hub model ({hf_hub.PREFIX}OWNER/REPO[/SUB/DIR][@REVISION])"
 
-    def local(self, *, progress: bool = True) -> ModelFiles:
-        """These files on this machine: a released or Hub model is downloaded into its cache
-        on first use (a progress bar unless `progress` is False)."""
-        if self.paths:
-            return self
-        if self.source == "release":
-            options, weights = resolve_released(self.name, progress=progress)
-            return dataclasses.replace(self, directory=options.parent, options=options,
-                                       weights=weights)
-        if self.source == "efml-release":
-            return dataclasses.replace(self, directory=resolve_efml(self.name,
-                                                                    progress=progress))
-        if self.source == "hub":
-            hub = hf_hub.parse_hub_name(self.name)
-            directory = hf_hub.download(hub, self.revision, [p for p, _ in self.remote],
-                                        progress=progress)
-            names = {hub.relative(p) for p, _ in self.remote}
-            return dataclasses.replace(self, directory=directory,
-                                       **_pair_of(directory, self.format, names))
-        return self
-
-    @property
-    def vocab_file(self) -> Path | None:
-        """The `vocab.txt` stored with a model in our format (the softmax's rows), if any."""
-        if self.format != NATIVE.name or self.directory is None:
+    def resolve(self, name: str) -> ModelFiles | None:
+        if not name.startswith(hf_hub.PREFIX):
             return None
-        vocab = self.directory / VOCAB_NAME
-        return vocab if vocab.is_file() else None
+        hub = hf_hub.parse_hub_name(name)
+        commit, sizes = hf_hub.listing(hub)
+        where = f"{name} (commit {commit[:12]})"
+        fmt = format_of_files(sizes, where)
+        return ModelFiles(name, fmt.name, self, revision=commit,
+                          remote=tuple((hub.path(n), sizes[n])
+                                       for n in files_read(fmt, sizes, where)))
 
-    def recorded_tokenizer(self) -> str | None:
-        """The tokenizer the model was trained with, as its directory records it: `run.json`
-        of an `elmo train` run, or the `card.json` of a shipped or exported model (an official
-        pair's directory too); None when nothing is recorded (or the files are not local)."""
-        if self.directory is None:
+    def local(self, files: ModelFiles, *, progress: bool) -> ModelFiles:
+        hub = hf_hub.parse_hub_name(files.name)
+        paths = [p for p, _ in files.remote]
+        directory = hf_hub.download(hub, files.revision, paths, progress=progress)
+        return dataclasses.replace(files, directory=directory).with_pair(
+            {hub.relative(p) for p in paths})
+
+    def facts(self, files: ModelFiles) -> dict[str, Any]:
+        """The revision, commit and the files the model reads with their sizes."""
+        name = hf_hub.parse_hub_name(files.name)
+        return {"hub": {
+            "repo": name.repo_id, "folder": name.subfolder, "revision": name.revision or "main",
+            "commit": files.revision, "files": dict(files.remote),
+            "bytes": sum(size for _, size in files.remote),
+            "downloaded": self._cached(files)}}
+
+    def describe_unloaded(self, files: ModelFiles) -> bool:
+        return not self._cached(files)
+
+    @staticmethod
+    def _cached(files: ModelFiles) -> bool:
+        return hf_hub.is_cached(hf_hub.parse_hub_name(files.name), files.revision,
+                                [p for p, _ in files.remote])
+
+
+class PathSource(ModelSource):
+    """A path that exists: a model directory, told by its files' names, or a model file a
+    format reads as it is."""
+
+    name = "path"
+
+    def help(self) -> str:
+        return f"a model directory in one of the formats {formats_described()}"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        path = Path(name)
+        archive = format_of_file(path)  # read as it is, not unpacked
+        if archive is not None:
+            return ModelFiles(name, archive.name, self, directory=path)
+        if not path.exists():
             return None
-        for record, keys in ((self.directory / RUN_NAME, ("config", "tokenizer")),
-                             (self.directory / CARD_NAME, ("tokenizer",))):
-            if record.is_file():
-                try:
-                    value = json.loads(record.read_text(encoding="utf-8"))
-                    for key in keys:
-                        value = value[key]
-                    return value
-                except (ValueError, KeyError, TypeError) as err:
-                    raise ElmoError(f"{record} does not record the tokenizer ({err!r}); pass "
-                                    "--tokenizer") from None
-        return None
+        names = _model_directory_files(path)
+        fmt = format_of_files(names, str(path))
+        return ModelFiles(name, fmt.name, self, directory=path).with_pair(names)
+
+
+class ReleaseSource(ModelSource):
+    """A released bilm-tf model, downloaded into the cache on first use."""
+
+    name = "release"
+
+    def help(self) -> str:
+        return f"a released name ({', '.join(RELEASED_MODELS)})"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        return ModelFiles(name, BILM_TF.name, self) if name in RELEASED_MODELS else None
+
+    def local(self, files: ModelFiles, *, progress: bool) -> ModelFiles:
+        options, weights = resolve_released(files.name, progress=progress)
+        return dataclasses.replace(files, directory=options.parent, options=options,
+                                   weights=weights)
+
+
+class EfmlReleaseSource(ModelSource):
+    """A released ELMoForManyLangs model, downloaded and unpacked on first use."""
+
+    name = "efml-release"
+
+    def help(self) -> str:
+        return "a released ELMoForManyLangs name (efml:<lang> such as efml:zhs, efml:en)"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        return ModelFiles(name, EFML.name, self) if name in EFML_RELEASES else None
+
+    def local(self, files: ModelFiles, *, progress: bool) -> ModelFiles:
+        return dataclasses.replace(files, directory=resolve_efml(files.name, progress=progress))
+
+
+class ShippedSource(ModelSource):
+    """A model inside the installed package (`shipped_root`)."""
+
+    name = "shipped"
+
+    def help(self) -> str:
+        return f"a shipped model ({', '.join(shipped_models()) or 'none'})"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        if name not in shipped_models():
+            return None
+        return ModelFiles(name, NATIVE.name, self, directory=shipped_model_dir(name))
+
+
+class OfficialPairSource(ModelSource):
+    """An official pair given as two files (--options and --weights) instead of a MODEL: no
+    MODEL names it, so it is not in `SOURCES`."""
+
+    name = "files"
+
+    def help(self) -> str:
+        return "an official pair given as --options and --weights"
+
+    def resolve(self, name: str) -> ModelFiles | None:
+        return None  # given as two files, never as a MODEL
+
+    def files(self, options: Path, weights: Path) -> ModelFiles:
+        return ModelFiles(str(options), BILM_TF.name, self, options=options, weights=weights)
+
+
+SHIPPED = ShippedSource()
+OFFICIAL_PAIR = OfficialPairSource()
+# In the order they are tried: a path that exists is read as it is, whatever its name.
+SOURCES: dict[str, ModelSource] = {s.name: s for s in (
+    HubSource(), PathSource(), ReleaseSource(), EfmlReleaseSource(), SHIPPED)}
+
+
+def sources_described(last: str = "or") -> str:
+    """What a MODEL may be, as help text and errors list the sources (`last` before the
+    last one)."""
+    phrases = [s.help() for s in SOURCES.values()]
+    return "; ".join(phrases[:-1]) + f"; {last} {phrases[-1]}"
 
 
 def check_model_args(model: str | Path | None, options: str | Path | None,
@@ -171,41 +240,14 @@ def resolve_model(
     if isinstance(model, ModelFiles):
         return model
     if options is not None and weights is not None:
-        return ModelFiles(str(options), BILM_TF.name, "files", options=Path(options),
-                          weights=Path(weights))
+        return OFFICIAL_PAIR.files(Path(options), Path(weights))
     name = DEFAULT_MODEL if model is None else str(model)
-    if name.startswith(hf_hub.PREFIX):
-        return _resolve_hub(name)
-    path = Path(name)
-    if model is not None and is_zip_archive(path):  # read as it is, not unpacked
-        return ModelFiles(name, NLPL.name, "path", directory=path)
-    if model is not None and path.exists():
-        names = _model_directory_files(path)
-        fmt = format_of_files(names, str(path)).name
-        return ModelFiles(name, fmt, "path", directory=path, **_pair_of(path, fmt, names))
-    if name in RELEASED_MODELS:
-        return ModelFiles(name, BILM_TF.name, "release")
-    if name in EFML_RELEASES:
-        return ModelFiles(name, EFML.name, "efml-release")
-    if name in shipped_models():
-        return ModelFiles(name, NATIVE.name, "shipped", directory=shipped_model_dir(name))
-    raise ModelNotFoundError(
-        f"model {name!r} is neither a released name ({', '.join(RELEASED_MODELS)}, or "
-        f"efml:<lang> such as efml:zhs, efml:en), a Hub model (hf:OWNER/REPO[@REVISION]), a "
-        f"shipped model ({', '.join(shipped_models()) or 'none'}), nor a model directory "
-        f"(in one of the formats {formats_described()})"
-    )
-
-
-def _resolve_hub(name: str) -> ModelFiles:
-    """A Hub model's layout, from the file listing of its folder at the commit its revision
-    names (asked of the Hub, or read from the cache offline); no file is downloaded."""
-    hub = hf_hub.parse_hub_name(name)
-    commit, sizes = hf_hub.listing(hub)
-    where = f"{name} (commit {commit[:12]})"
-    fmt = format_of_files(sizes, where)
-    return ModelFiles(name, fmt.name, "hub", revision=commit,
-                      remote=tuple((hub.path(n), sizes[n]) for n in files_read(fmt, sizes, where)))
+    # no MODEL: the shipped default, never a directory that happens to be named so
+    for source in [SHIPPED] if model is None else SOURCES.values():
+        files = source.resolve(name)
+        if files is not None:
+            return files
+    raise ModelNotFoundError(f"model {name!r} is neither {sources_described('nor')}")
 
 
 def _model_directory_files(path: Path) -> set[str]:
@@ -231,15 +273,6 @@ def files_read(fmt: ModelFormat, names: Collection[str], where: str) -> list[str
     `run.json`: the tokenizer). An error names `where` when they make no one model."""
     read = fmt.files_read(names, where)
     return [*read, *(n for n in (CARD_NAME, RUN_NAME) if n in names and n not in read)]
-
-
-def _pair_of(directory: Path, fmt: str, names: Collection[str]) -> dict[str, Path]:
-    """The official pair in `directory` (holding the files `names`) as ModelFiles fields;
-    none for other formats."""
-    if fmt != BILM_TF.name:
-        return {}
-    options, weights = official_pair(names, str(directory))
-    return {"options": directory / options, "weights": directory / weights}
 
 
 def find_official_pair(directory: Path) -> tuple[Path, Path]:

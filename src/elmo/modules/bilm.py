@@ -13,9 +13,29 @@ from torch import nn
 from elmo.chars import token_indexer
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.modules.cuda_graphs import LSTMGraphs
+from elmo.modules.cuda_graphs import CUDA_GRAPHS, LSTMGraphs
 from elmo.modules.lstm import LSTMState, StackedLSTM
 from elmo.modules.quantize import check_quantize, quantize_linears_, warn_if_int8_is_slow
+
+
+@dataclass
+class DistinctTokens:
+    """Token inputs with each distinct token once: its char ids, and where it occurs.
+
+    The char-CNN then runs once per distinct token (`BiLM.token_vectors`). Made on the host
+    by the training batches (`elmo.training.stream.BatchEncoder`), or from char ids by `of`.
+    """
+
+    chars: torch.Tensor  # (K, C) char ids of each distinct token
+    index: torch.Tensor  # (...) int64: the row of `chars` at each position
+
+    @classmethod
+    def of(cls, char_ids: torch.Tensor) -> DistinctTokens:
+        """char_ids (..., C) -> their distinct rows (`torch.unique`, which the device must
+        read back) and each position's row."""
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        return cls(distinct, inverse.reshape(char_ids.shape[:-1]))
 
 
 @dataclass
@@ -72,8 +92,8 @@ class BiLM(nn.Module):
         self.token_encoder = CharCNNEncoder(config)
         self.lstm = StackedLSTM(config)
         self.stateful = False
-        # Stateless inference on CUDA replays CUDA graphs of the LSTM stacks (False: eager).
-        self.cuda_graphs = True
+        # True: stateless inference on CUDA replays CUDA graphs of the LSTM stacks
+        self.cuda_graphs = CUDA_GRAPHS
         self._graphs = LSTMGraphs(self.lstm)
         self.quantization: str | None = None  # "int8" once `quantize_` has run
         self._states: list[LSTMState] | None = None  # per layer, rows in caller order
@@ -143,16 +163,22 @@ class BiLM(nn.Module):
         return self.contextualize(tokens, lengths, keep_boundaries)
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids (..., C) -> token vectors (..., P), the char-CNN run once per distinct token.
+        """char_ids (..., C) -> token vectors (..., P), the char-CNN run once per distinct token."""
+        return self.token_vectors(DistinctTokens.of(char_ids))
+
+    def token_vectors(self, tokens: DistinctTokens, fixed_shapes: bool = False) -> torch.Tensor:
+        """The vectors (..., P) of `tokens`, the char-CNN run once per distinct token: in
+        chunks of tokens of similar lengths, or, if `fixed_shapes`, over every char position
+        at once (nothing read back to the host: a device's training step).
 
         The vectors are copied out with `index_select`, whose CPU backward (`index_add_`) sums
         a token's gradients in a fixed order; the backward of `vectors[inverse]` adds them with
         atomic adds there and differs from run to run with 2 or more threads.
         """
-        flat = char_ids.reshape(-1, char_ids.shape[-1])
-        distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        vectors = self.token_encoder(distinct).index_select(0, inverse)  # (N, P)
-        return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
+        encode = self.token_encoder.encode_all if fixed_shapes else self.token_encoder
+        vectors = encode(tokens.chars)  # (K, P)
+        vectors = vectors.index_select(0, tokens.index.reshape(-1))  # (N, P)
+        return vectors.reshape(*tokens.index.shape, vectors.shape[-1])
 
     def contextualize(
         self, tokens: torch.Tensor, lengths: torch.Tensor, keep_boundaries: bool = False
@@ -187,13 +213,20 @@ class BiLM(nn.Module):
         inner = layers[:, :, 1:-1]  # a view without <S>; </S> and padding zeroed next
         return BiLMOutput(inner.mul_(mask[None, :, :, None]), mask)
 
-    def run_lstm(self, x: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+    def run_lstm(self, x: torch.Tensor, lengths: torch.Tensor | None) -> list[torch.Tensor]:
         """Both LSTM stacks on direction-stacked inputs.
 
-        x (2, B, T, P): row b's first `lengths[b]` positions are its input, the backward
-        direction's already in reading order (reversed). Returns the L layer outputs, each
-        (2, B, T, P) in the same order, zero at padding. Updates the carried state if stateful.
+        x (2, B, T, P): row b's first `lengths[b]` positions are its input (None: all T), the
+        backward direction's already in reading order (reversed). Returns the L layer outputs,
+        each (2, B, T, P) in the same order, zero at padding. Updates the carried state if
+        stateful.
         """
+        if lengths is None:  # every row runs through: no sorting
+            states = self._initial_states(None, x) if self.stateful else None
+            outputs, final_states = self.lstm(x, None, states)
+            if self.stateful:
+                self._store_states(final_states, None)
+            return outputs
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order].to(x.device)
         x = x[:, order.to(x.device)]
@@ -212,24 +245,33 @@ class BiLM(nn.Module):
 
     # ---- internals ------------------------------------------------------------------
 
-    def _initial_states(self, order: torch.Tensor, like: torch.Tensor) -> list[LSTMState]:
-        """Carried state for the rows of this call (zeros for rows never seen), sorted."""
-        b = len(order)
+    def _initial_states(self, order: torch.Tensor | None, like: torch.Tensor) -> list[LSTMState]:
+        """Carried state for the rows of this call (zeros for rows never seen), in `like`'s
+        dtype, sorted by `order` (None: as they are: then a carried state of as many rows and
+        `like`'s dtype is passed itself, which a captured training step reads in place)."""
+        b = like.shape[1]
         states = []
         for k, layer in enumerate(self.lstm.layers):
+            old = None if self._states is None else self._states[k]
+            if (order is None and old is not None and old[0].shape[1] == b
+                    and old[0].dtype == like.dtype):
+                states.append(old)
+                continue
             h, c = layer.zero_state(b, like)
-            if self._states is not None:
-                old_h, old_c = self._states[k]
-                n = min(b, old_h.shape[1])
-                h[:, :n], c[:, :n] = old_h[:, :n], old_c[:, :n]
-            states.append((h[:, order], c[:, order]))
+            if old is not None:
+                n = min(b, old[0].shape[1])
+                h[:, :n], c[:, :n] = old[0][:, :n], old[1][:, :n]
+            states.append((h, c) if order is None else (h[:, order], c[:, order]))
         return states
 
-    def _store_states(self, final_states: list[LSTMState], inverse: torch.Tensor) -> None:
-        """Keep each row's final state; rows beyond this call keep what they had."""
+    def _store_states(self, final_states: list[LSTMState], inverse: torch.Tensor | None) -> None:
+        """Keep each row's final state (rows sorted by `inverse`'s inverse order, or None: as
+        they are); rows beyond this call keep what they had."""
         new_states = []
         for k, (h, c) in enumerate(final_states):
-            h, c = h[:, inverse].detach(), c[:, inverse].detach()
+            if inverse is not None:
+                h, c = h[:, inverse], c[:, inverse]
+            h, c = h.detach(), c.detach()
             if self._states is not None and self._states[k][0].shape[1] > h.shape[1]:
                 old_h, old_c = self._states[k]
                 h = torch.cat([h, old_h[:, h.shape[1] :]], dim=1)

@@ -10,7 +10,6 @@ from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
 from elmo.modules import onednn
 
-N_CHAR_IDS = 262  # 256 bytes + 5 specials, shifted by +1; id 0 is the absent-token padding
 # Fewer rows than this take other matmul and convolution kernels, whose last bits differ (CPU,
 # torch 2.13: 1-15 rows differ, 16 and more agree). Smaller groups are padded to it, so that a
 # token's vector does not depend on how many tokens are encoded with it.
@@ -42,11 +41,10 @@ class CharCNNEncoder(nn.Module):
         super().__init__()
         self.config = config
         vocab = config.token_encoder == "vocab"
-        n_char_ids = len(config.char_vocab) + 1 if vocab else N_CHAR_IDS
         # The id of padding inside a word (ids are shifted by +1: 0 marks an absent token).
         self.pad_id = config.char_vocab.index("<pad>") + 1 if vocab else PAD_CHAR + 1
         self.n_chars = config.max_characters_per_token
-        self.char_embedding = nn.Embedding(n_char_ids, config.char_embed_dim, padding_idx=0)
+        self.char_embedding = nn.Embedding(config.n_char_ids, config.char_embed_dim, padding_idx=0)
         self.word_embedding = nn.Embedding(len(config.word_vocab) + 1, config.word_embed_dim,
                                            padding_idx=0) if config.word_embed_dim else None
         self.convolutions = nn.ModuleList(
@@ -74,6 +72,12 @@ class CharCNNEncoder(nn.Module):
                   for part in order.split(chunk_size) if len(part)] or [self._encode(flat, 0)]
         vectors = torch.cat(chunks)[torch.argsort(order)]  # (N, P) in input order
         return vectors.reshape(*char_ids.shape[:-1], vectors.shape[-1])
+
+    def encode_all(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (N, C[+1]) -> (N, P) in one pass over all C char positions: the same
+        vectors as `forward`, with fixed shapes and nothing read back to the host (a device's
+        training step, which a CUDA graph can capture)."""
+        return self._encode(char_ids, self.n_chars)
 
     def _encode(self, ids: torch.Tensor, longest: int) -> torch.Tensor:
         """ids (N, C[+1]) whose tokens have at most `longest` chars before their padding ->

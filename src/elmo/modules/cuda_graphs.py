@@ -13,6 +13,8 @@ read after another replay. The cache is bounded (MAX_GRAPHS graphs, MAX_STATIC_B
 static buffers; the least recently used go first) and forgotten when the weights move
 (`.to()`, a new dtype). A graph is captured per bucket, dtype, autocast and TF32 setting.
 If capture fails, the caller runs eagerly from then on; the reason is logged once.
+
+They run where `BiLM.cuda_graphs` is True, which is off by default (CUDA_GRAPHS below).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from elmo.device import tf32_matmuls
 from elmo.modules.lstm import StackedLSTM
 
 log = logging.getLogger(__name__)
+# Whether stateless CUDA inference replays graphs when not told: no. Eager was as fast or
+# faster in every embedding run measured (docs/speed.md, "On a GPU"; H200, torch 2.11.0+cu130,
+# `original` at 16,384-token batches: TF32 178,000 tokens/s eager against 152,000 with graphs,
+# bf16 200,000 against 152,000; on a second H200 up to 10% slower; a first pass in TF32 with
+# graphs, which captures them, 2.4-3x slower).
+CUDA_GRAPHS = False
 MAX_GRAPHS = 32
 MAX_STATIC_BYTES = 2 * 2**30  # the graphs' static inputs and outputs, all together
 MAX_GRAPH_STEPS = 1024  # longer batches run eagerly

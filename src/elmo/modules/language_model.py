@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elmo.modules.bilm import BiLM
-from elmo.modules.softmax import SoftmaxHead
+from elmo.modules.bilm import BiLM, DistinctTokens
+from elmo.modules.softmax import SampledCandidates, SoftmaxHead
 
 SOFTMAX_MODES = ("auto", "full", "sampled")
 FULL_SOFTMAX_MAX_VOCAB = 20_000
@@ -63,24 +63,38 @@ class BiLanguageModel(nn.Module):
         self.num_samples = num_samples
 
     def forward(
-        self, char_ids: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+        self,
+        tokens: torch.Tensor | DistinctTokens,
+        targets: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        candidates: SampledCandidates | None = None,
     ) -> LMLosses:
-        """Losses of one BPTT window.
+        """Losses of one BPTT window, with fixed shapes (nothing is read back to the host but
+        what the token encoder and the sampler need where they are not given).
 
-        char_ids (2, B, T, C): forward inputs [0] and backward inputs [1], each row in its own
-        reading order; targets (2, B, T): next (forward) and previous (backward) token ids;
-        mask (B, T) bool: real positions, a prefix of every row. Runs the LSTMs with the BiLM's
-        ``stateful`` setting. Under `torch.autocast` only the biLM runs in the lower
-        precision: the softmax and the loss are computed in the softmax's dtype (float32).
+        tokens: char ids (2, B, T, C), forward inputs [0] and backward inputs [1], each row in
+        its own reading order, or the same as `DistinctTokens` (index (2, B, T)); targets
+        (2, B, T): next (forward) and previous (backward) token ids; mask (B, T) bool: real
+        positions, a prefix of every row (None: every position is real); candidates: the
+        sampled softmax's draw for these targets (None: drawn here from torch's global
+        generator). Runs the LSTMs with the BiLM's ``stateful`` setting. Under
+        `torch.autocast` only the biLM runs in the lower precision: the softmax and the loss
+        are computed in the softmax's dtype (float32).
         """
-        tokens = self.bilm.encode_tokens(char_ids)  # (2, B, T, P)
-        top = self.bilm.run_lstm(tokens, mask.sum(dim=1))[-1]  # (2, B, T, P)
+        if isinstance(tokens, torch.Tensor):
+            tokens = DistinctTokens.of(tokens)
+        vectors = self.bilm.token_vectors(tokens, fixed_shapes=not tokens.chars.is_cpu)
+        lengths = None if mask is None else mask.sum(dim=1)
+        top = self.bilm.run_lstm(vectors, lengths)[-1]  # (2, B, T, P)
         top = F.dropout(top, self.bilm.config.dropout, self.training)
-        hidden = top[:, mask].to(self.softmax.weight.dtype)  # (2, N, P)
+        hidden = top.reshape(-1, top.shape[-1]).to(self.softmax.weight.dtype)  # (2BT, P)
         with torch.autocast(hidden.device.type, enabled=False):
-            nll = self._nll(hidden.reshape(-1, hidden.shape[-1]), targets[:, mask].reshape(-1))
-        nll = nll.view(2, -1)  # (2, N)
-        return LMLosses(nll[0].mean(), nll[1].mean())
+            nll = self._nll(hidden, targets.reshape(-1), candidates).view(2, -1)  # (2, BT)
+        if mask is None:
+            return LMLosses(nll[0].mean(), nll[1].mean())
+        weight = mask.reshape(-1).to(nll.dtype)  # (BT,) padding counts 0
+        count = weight.sum()
+        return LMLosses((nll[0] * weight).sum() / count, (nll[1] * weight).sum() / count)
 
     def sentence_nll(
         self, char_ids: torch.Tensor, token_ids: torch.Tensor, lengths: torch.Tensor
@@ -108,10 +122,18 @@ class BiLanguageModel(nn.Module):
             sums.append(nll.sum(dim=1))
         return torch.stack(sums)  # (2, B)
 
-    def _nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """hidden (N, P), targets (N,) -> (N,) losses: sampled in training if so configured."""
+    def _nll(
+        self, hidden: torch.Tensor, targets: torch.Tensor,
+        candidates: SampledCandidates | None = None,
+    ) -> torch.Tensor:
+        """hidden (N, P), targets (N,) -> (N,) losses: sampled in training if so configured
+        (with `candidates`, or a draw from torch's global generator)."""
         if self.training and self.softmax_mode == "sampled":
-            return self.softmax.sampled_loss(hidden, targets, self.num_samples)
+            if candidates is None:
+                candidates = SampledCandidates.draw(targets.cpu(), self.softmax.vocab_size,
+                                                    self.num_samples)
+                candidates = candidates.map(lambda t: t.to(hidden.device))
+            return self.softmax.sampled_loss(hidden, targets, candidates)
         if torch.is_grad_enabled():
             return self.softmax.full_loss(hidden, targets)
         chunk = max(1, EVAL_LOGITS_BUDGET // self.softmax.vocab_size)

@@ -6,8 +6,9 @@ batched matmuls. Rows are sorted by length (longest first).
 
 The recurrence is written once: the cell's equations (`lstm_cell`) inside a step loop. A back
 end (`elmo.modules.lstm_backends`: the reference, or one tuned for CPU inference or int8)
-supplies the products and elementwise ops both compute with, chosen once per layer call. Two
-step loops compute the same function (`STEP_LOOPS`):
+supplies the products and elementwise ops both compute with, chosen once per layer call; one,
+"cudnn", runs an unclipped layer whole through torch's LSTM kernel instead. Two step loops
+compute the same function (`STEP_LOOPS`):
 
 - "packed" (the CPU's): step t only computes the `batch_sizes[t]` rows still running, so padding
   never enters the recurrence; the batch shrinks step by step.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -123,35 +125,41 @@ class ProjectedLSTM(nn.Module):
         """(D, 1, 4C): the learned bias plus TensorFlow's forget bias."""
         return (self.bias + self.forget_bias).unsqueeze(1)
 
+    @property
+    def clipped(self) -> bool:
+        """Whether the cell or the projection is clipped."""
+        return self.cell_clip is not None or self.proj_clip is not None
+
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor,
+        lengths: torch.Tensor | None,
         state: LSTMState | None = None,
-        step_loop: str = "packed",
+        step_loop: str | None = None,
         backend: str | None = None,
     ) -> tuple[torch.Tensor, LSTMState]:
-        """x (D, B, T, I), lengths (B,) sorted longest first -> outputs (D, B, T, P), zero at
-        padding, and each row's final state, taken at its own last position.
+        """x (D, B, T, I), lengths (B,) sorted longest first (None: every row has all T
+        positions) -> outputs (D, B, T, P), zero at padding, and each row's final state, taken
+        at its own last position.
 
-        Without a `state` every row starts from zeros. `step_loop` is a key of `STEP_LOOPS`,
-        `backend` one of `BACKENDS` (None: `choose_backend`'s).
+        Without a `state` every row starts from zeros. `step_loop` is a key of `STEP_LOOPS`
+        (None: `default_step_loop`'s), `backend` one of `BACKENDS` (None: `choose_backend`'s).
         """
-        name = backend or choose_backend(self.int8 is not None, x)
-        return STEP_LOOPS[step_loop](self, BACKENDS[name](self), x, lengths, state)
+        loop = STEP_LOOPS[step_loop or default_step_loop(x.device)].run
+        return BACKENDS[backend or choose_backend(self, x)](self).run(loop, x, lengths, state)
 
 
 def packed_loop(
     layer: ProjectedLSTM,
     backend: LSTMBackend,
     x: torch.Tensor,
-    lengths: torch.Tensor,
+    lengths: torch.Tensor | None,
     state: LSTMState | None,
 ) -> tuple[torch.Tensor, LSTMState]:
     """Step t computes only the rows still running, `batch_sizes[t]` of them: padding never
     enters a product. Without a `state`, the first step skips the state-to-gate product."""
-    batch_sizes = lengths_to_batch_sizes(lengths)
     d, b, t_max, _ = x.shape
+    batch_sizes = [b] * t_max if lengths is None else lengths_to_batch_sizes(lengths)
     zero_start = state is None
     h, c = layer.zero_state(b, x) if zero_start else state
     product, ops, in_place = backend.product, backend.ops, backend.ops.in_place
@@ -206,12 +214,13 @@ def masked_loop(
     layer: ProjectedLSTM,
     backend: LSTMBackend,
     x: torch.Tensor,
-    lengths: torch.Tensor,
+    lengths: torch.Tensor | None,
     state: LSTMState | None,
 ) -> tuple[torch.Tensor, LSTMState]:
     """Every step computes all B rows; a row past its length keeps its state and outputs
-    zero. Fixed shapes, lengths on x's device and nothing read back to the host: the loop can
-    be captured in a CUDA graph."""
+    zero (no masking where `lengths` is None: every row runs through). Fixed shapes, lengths
+    on x's device and nothing read back to the host: the loop can be captured in a CUDA
+    graph."""
     d, b, t_max, _ = x.shape
     h, c = layer.zero_state(b, x) if state is None else state
     product, ops = backend.product, backend.ops
@@ -219,11 +228,16 @@ def masked_loop(
     # All input-to-gate products in one matmul, read step by step as strided views.
     x_gates = product("input", x.reshape(d, b * t_max, -1), layer.gate_bias())
     x_gates = x_gates.view(d, b, t_max, -1)  # (D, B, T, 4C)
-    running = torch.arange(t_max, device=x.device) < lengths.unsqueeze(1)  # (B, T)
+    if lengths is not None:
+        running = torch.arange(t_max, device=x.device) < lengths.unsqueeze(1)  # (B, T)
     outputs: list[torch.Tensor] = []  # per step (D, B, P)
     for step in range(t_max):
         gates = product("state", h, x_gates[:, :, step])  # (D, B, 4C), a new tensor
         h_t, c_t = lstm_cell(gates, c, product, cell_clip, proj_clip, ops)
+        if lengths is None:
+            h, c = h_t, c_t
+            outputs.append(h_t)
+            continue
         keep = running[:, step].view(1, b, 1)
         h, c = torch.where(keep, h_t, h), torch.where(keep, c_t, c)
         outputs.append(torch.where(keep, h_t, 0.0))
@@ -238,16 +252,33 @@ def lengths_to_batch_sizes(sorted_lengths: torch.Tensor) -> list[int]:
 
 
 # A step loop runs one layer through time: (layer, its back end for this call,
-# x (D, B, T, I), lengths (B,) sorted longest first, initial state or None for zeros)
-# -> (outputs (D, B, T, P), final state).
-StepLoop = Callable[[ProjectedLSTM, LSTMBackend, torch.Tensor, torch.Tensor,
+# x (D, B, T, I), lengths (B,) sorted longest first or None (all T), initial state or None
+# for zeros) -> (outputs (D, B, T, P), final state).
+StepLoop = Callable[[ProjectedLSTM, LSTMBackend, torch.Tensor, "torch.Tensor | None",
                      "LSTMState | None"], tuple[torch.Tensor, LSTMState]]
-STEP_LOOPS: dict[str, StepLoop] = {"packed": packed_loop, "masked": masked_loop}
+
+
+@dataclass(frozen=True)
+class StepLoopKind:
+    """A step loop and the device types it is the default on (None: any)."""
+
+    run: StepLoop
+    default_on: tuple[str, ...] | None
+
+    def is_default(self, device: torch.device) -> bool:
+        return self.default_on is None or device.type in self.default_on
+
+
+# In order of preference: a device's default is the first whose `is_default` is True.
+STEP_LOOPS: dict[str, StepLoopKind] = {
+    "packed": StepLoopKind(packed_loop, ("cpu",)),  # no padding computed: the CPU's
+    "masked": StepLoopKind(masked_loop, None),  # fixed shapes, no host syncs: accelerators'
+}
 
 
 def default_step_loop(device: torch.device) -> str:
-    """"packed" on the CPU, "masked" on an accelerator (fixed shapes, no host syncs)."""
-    return "packed" if device.type == "cpu" else "masked"
+    """The first of `STEP_LOOPS` that is the default on `device`."""
+    return next(name for name, kind in STEP_LOOPS.items() if kind.is_default(device))
 
 
 class StackedLSTM(nn.Module):
@@ -267,21 +298,24 @@ class StackedLSTM(nn.Module):
         self.use_skip_connections = config.use_skip_connections
         self.dropout = config.dropout
         self.step_loop: str | None = None  # a key of STEP_LOOPS; None: default_step_loop
+        self.backend: str | None = None  # a key of BACKENDS; None: choose_backend's
 
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor,
+        lengths: torch.Tensor | None,
         states: Sequence[LSTMState] | None = None,
         step_loop: str | None = None,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """x (D, B, T, P), lengths (B,) sorted longest first -> the L layer outputs, each
-        (D, B, T, P), and their final states. `step_loop` overrides `self.step_loop`."""
+        """x (D, B, T, P), lengths (B,) sorted longest first (None: all T) -> the L layer
+        outputs, each (D, B, T, P), and their final states. `step_loop` overrides
+        `self.step_loop`."""
         loop = step_loop or self.step_loop or default_step_loop(x.device)
         outputs, final_states = [], []
         for k, layer in enumerate(self.layers):
             x = F.dropout(x, self.dropout, self.training)
-            h, state = layer(x, lengths, states[k] if states is not None else None, loop)
+            h, state = layer(x, lengths, states[k] if states is not None else None, loop,
+                             self.backend)
             if self.use_skip_connections and k > 0:
                 h = h + x
             outputs.append(h)

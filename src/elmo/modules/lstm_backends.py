@@ -2,8 +2,9 @@
 
 `elmo.modules.lstm` writes the recurrence once: a step loop (packed or masked) and the cell's
 equations (`lstm_cell`). A back end supplies their matrix products (x @ W, plus an addend, into
-an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` names them and
-`choose_backend` picks one per layer call:
+an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` names them in
+order of preference, and each says itself whether it serves a layer call (`applies`):
+`choose_backend` takes the first that does, once per layer call:
 
 - "reference": torch's batched matmuls and elementwise functions, every result a new tensor
   that autograd can record; any device, with or without gradients. Every other back end is
@@ -13,15 +14,25 @@ an output) and the cell's elementwise ops, each with its own tuning. `BACKENDS` 
   as 2 sigmoid(2x) - 1, and products large enough run through oneDNN's prepacked kernel.
 - "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`), whose kernel
   is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
+- "cudnn": training a layer without clipping. torch's own LSTM (`torch.nn.LSTM` with
+  `proj_size`: cuDNN on CUDA, ATen's loop on the CPU) runs each direction of the layer in one
+  call instead of the step loop; it cannot clip the cell or the projection, which is why it
+  serves unclipped layers only (`cell_clip` and `proj_clip` None, as bilm-tf's and AllenNLP's
+  options allow).
+
+A back end runs the layer with `run`: the step loop, called with itself, for all but "cudnn".
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from elmo.modules import onednn
 from elmo.modules.quantize import check_inference
@@ -65,9 +76,22 @@ class LSTMBackend:
     # this many bytes: small enough to stay in a CPU core's cache until the steps read them.
     gate_chunk_bytes = 4 * 2**20
 
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        """Whether it serves a call of `layer` on x: the reference serves every one."""
+        return True
+
     def __init__(self, layer: nn.Module) -> None:
         self.layer = layer
         self.weights = {name: getattr(layer, f"{name}_weight") for name in WEIGHT_NAMES}
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The layer over x (D, B, T, I): `loop` (a step loop of `elmo.modules.lstm`), which
+        computes with this back end's products and cell ops -> (outputs, final state)."""
+        return loop(self.layer, self, x, lengths, state)
 
     def product(
         self, name: str, x: Tensor, add: Tensor | None = None, out: Tensor | None = None
@@ -97,6 +121,10 @@ class CPUBackend(LSTMBackend):
 
     ops = IN_PLACE_OPS
 
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        return x.device.type == "cpu" and not torch.is_grad_enabled()
+
     def matmul(
         self, name: str, x: Tensor, weight: Tensor, add: Tensor | None, out: Tensor | None
     ) -> Tensor:
@@ -124,6 +152,10 @@ class Int8Backend(LSTMBackend):
     # LSTM layer from 1.7% to 2.5-2.7% (from 1.8-1.9% with 7 bits for the other two).
     activation_bits = {"input": 7, "state": 7, "proj": 8}
 
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        return layer.int8 is not None
+
     def __init__(self, layer: nn.Module) -> None:
         check_inference()
         self.layer, self.matrices = layer, layer.int8
@@ -134,18 +166,95 @@ class Int8Backend(LSTMBackend):
         return self.matrices[name](x, add, out, self.activation_bits[name])
 
 
+# torch's gate order (i, f, g, o) from ours (i, j, f, o): j is the candidate, torch's g.
+TORCH_GATE_ORDER = (0, 2, 1, 3)
+
+
+class CuDNNBackend(LSTMBackend):
+    """An unclipped layer through torch's LSTM kernel, the one `torch.nn.LSTM(proj_size=P)`
+    calls (`torch.lstm`), once per direction: cuDNN on CUDA, ATen's own loop on the CPU. The
+    same cell as `lstm_cell` without clips: torch's gates are ours reordered
+    (`TORCH_GATE_ORDER`), its two biases sum to our bias plus the forget bias, its projection
+    has no bias either. The products, the cell and their backward run in torch's kernel, so
+    the step loop is not used.
+
+    Rows of all T positions (`lengths` None) run as they are, with fixed shapes; with lengths,
+    the rows still running are packed (`pack_padded_sequence`, which reads the lengths on the
+    host: a CUDA graph cannot capture that call). The weights and the initial state are cast
+    to the input's dtype (under autocast, the autocast dtype); the final cell state is kept
+    in float32, as `lstm_cell` keeps it. cuDNN takes fp16, fp32 and fp64 only: in bf16 torch
+    runs its own CUDA LSTM kernels (a loop in C++: no step loop in Python either).
+    """
+
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        """Training (autograd records) an unclipped layer."""
+        return torch.is_grad_enabled() and not layer.clipped
+
+    def __init__(self, layer: nn.Module) -> None:
+        if layer.clipped:
+            raise ValueError("the cudnn LSTM back end cannot clip: it serves layers whose "
+                             "cell_clip and proj_clip are None")
+        super().__init__(layer)
+
+    def torch_weights(self, direction: int, dtype: torch.dtype) -> list[Tensor]:
+        """The layer's weights of one direction as `nn.LSTM`'s (differentiable): weight_ih,
+        weight_hh, bias_ih, bias_hh, weight_hr."""
+        def gates(weight: Tensor) -> Tensor:  # (K, 4C) ours -> (4C, K) torch's
+            chunks = weight.t().chunk(4)
+            return torch.cat([chunks[k] for k in TORCH_GATE_ORDER]).to(dtype)
+
+        layer = self.layer
+        bias = gates(layer.gate_bias()[direction])[:, 0]  # (4C,)
+        return [gates(layer.input_weight[direction]), gates(layer.state_weight[direction]),
+                bias, torch.zeros_like(bias), layer.proj_weight[direction].t().to(dtype)]
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        layer = self.layer
+        d, b, t, _ = x.shape
+        h0, c0 = layer.zero_state(b, x) if state is None else state
+        sizes = None if lengths is None else lengths.cpu()  # packing reads them on the host
+        running = b if sizes is None else int((sizes > 0).sum())  # rows of length > 0
+        if running == 0:
+            return x.new_zeros(d, b, t, layer.proj_dim), (h0, c0)
+        outputs, hs, cs = [], [], []
+        for k in range(d):
+            weights = self.torch_weights(k, x.dtype)
+            hx = (h0[k : k + 1, :running].to(x.dtype), c0[k : k + 1, :running].to(x.dtype))
+            rows = x[k, :running]  # (n, T, I)
+            with warnings.catch_warnings():  # its notes on weights outside one flat buffer
+                warnings.simplefilter("ignore", UserWarning)
+                if sizes is None:
+                    out, h, c = torch.lstm(rows, hx, weights, True, 1, 0.0, True, False, True)
+                else:
+                    packed = pack_padded_sequence(rows, sizes[:running], batch_first=True)
+                    data, h, c = torch.lstm(packed.data, packed.batch_sizes, hx, weights, True,
+                                            1, 0.0, True, False)
+                    out = pad_packed_sequence(PackedSequence(data, packed.batch_sizes),
+                                              batch_first=True, total_length=t)[0]
+            if running < b:  # rows that never run: zero output, their state kept
+                out = torch.cat([out, out.new_zeros(b - running, t, out.shape[-1])])
+                h = torch.cat([h, h0[k : k + 1, running:].to(h.dtype)], dim=1)
+                c = torch.cat([c, c0[k : k + 1, running:].to(c.dtype)], dim=1)
+            outputs.append(out)
+            hs.append(h[0])
+            cs.append(c[0].float())
+        return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
+
+
+# In order of preference: the first whose `applies` is True runs a layer call.
 BACKENDS: dict[str, type[LSTMBackend]] = {
-    "reference": LSTMBackend,
-    "cpu": CPUBackend,
-    "int8": Int8Backend,
+    "int8": Int8Backend,  # a quantized layer
+    "cudnn": CuDNNBackend,  # training an unclipped layer
+    "cpu": CPUBackend,  # inference on the CPU
+    "reference": LSTMBackend,  # anything else: training a clipped layer, inference elsewhere
 }
 
 
-def choose_backend(quantized: bool, x: Tensor) -> str:
-    """The back end of one layer call on input x: "int8" for a quantized layer, "reference"
-    where autograd records or off the CPU, else "cpu"."""
-    if quantized:
-        return "int8"
-    if torch.is_grad_enabled() or x.device.type != "cpu":
-        return "reference"
-    return "cpu"
+def choose_backend(layer: nn.Module, x: Tensor) -> str:
+    """The back end of one call of `layer` (a `ProjectedLSTM`) on input x: the first of
+    `BACKENDS` that applies."""
+    return next(name for name, backend in BACKENDS.items() if backend.applies(layer, x))

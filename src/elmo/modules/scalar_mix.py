@@ -12,6 +12,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from elmo.layer_choice import LayerChoiceError, parse_layer_choice
+
 LAYER_NORM_EPS = 1e-12
 # Adam's learning rate for s and gamma in the task recipe (benchmarks/scalar_mix.py): at the
 # task's 1e-3 the s_j move < 0.2 in 500 steps and the mix stays the average.
@@ -19,22 +21,30 @@ MIX_LR = 0.01
 MIX_MODES = ("learned", "average", "top", "layer:K")
 
 
-def parse_mode(mode: str, mixture_size: int) -> int | None:
+def parse_mode(mode: str, mixture_size: int | None) -> int | None:
     """The one layer a fixed-layer mode selects ("top" -> L, "layer:K" -> K), else None.
 
-    Raises ValueError naming the mode for anything but learned, average, top or layer:K with
-    0 <= K < mixture_size.
+    Besides "learned", the modes are the layer choices (`elmo.layer_choice`) that a mix
+    computes with s fixed (`fixed_mix`): the average (s = 0) and one layer. Raises ValueError
+    naming the mode for any other, or for a layer K outside 0..mixture_size - 1; with
+    `mixture_size` None (no biLM yet) only the mode is checked.
     """
-    if mode in ("learned", "average"):
+    if mode == "learned":
         return None
-    if mode == "top":
-        return mixture_size - 1
-    if mode.startswith("layer:"):
-        k = mode.removeprefix("layer:")
-        if k.isdigit() and int(k) < mixture_size:
-            return int(k)
-        raise ValueError(f"mix mode {mode!r}: K must be a layer number in 0..{mixture_size - 1}")
-    raise ValueError(f"mix mode must be one of {', '.join(MIX_MODES)}; got {mode!r}")
+    try:
+        choice = parse_layer_choice(mode, "mix mode")
+    except LayerChoiceError:
+        choice = None
+    if choice is None or not choice.fixed_mix:
+        raise ValueError(f"mix mode must be one of {', '.join(MIX_MODES)} (K >= 0; 0: the "
+                         f"context-free token layer); got {mode!r}")
+    if mixture_size is None:
+        return None
+    try:
+        choice.check(mixture_size)
+    except LayerChoiceError as err:
+        raise ValueError(f"mix mode {mode!r}: {err}") from None
+    return choice.one_layer(mixture_size)
 
 
 def masked_layer_norm(h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

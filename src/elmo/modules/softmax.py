@@ -9,6 +9,8 @@ vocabulary files are written.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -68,13 +70,48 @@ def expected_count(ids: torch.Tensor, vocab_size: int, num_tries: int | None) ->
     return -torch.expm1(num_tries * torch.log1p(-p))
 
 
+@dataclass
+class SampledCandidates:
+    """One draw of the sampled softmax for a batch of targets: the candidates, shared by the
+    batch, and the corrections of the candidates and of each target. Fixed shapes: S =
+    min(num_samples, V) candidates, one entry per target; nothing depends on the draw's size.
+    """
+
+    ids: torch.Tensor  # (S,) int64 candidate classes
+    log_q: torch.Tensor  # (S,) float64 log expected count of each candidate
+    target_log_q: torch.Tensor  # (*targets.shape) float64 log expected count of each target
+    target_hit: torch.Tensor  # (*targets.shape) int64 each target's candidate position, or -1
+
+    @classmethod
+    def draw(
+        cls, targets: torch.Tensor, vocab_size: int, num_samples: int,
+        generator: torch.Generator | None = None,
+    ) -> SampledCandidates:
+        """Draw ``num_samples`` unique log-uniform candidates (a CPU `generator`, or torch's
+        global one) for `targets` (any shape, on the CPU)."""
+        ids, num_tries = sample_log_uniform_unique(vocab_size, num_samples, generator)
+        position = torch.full((vocab_size,), -1, dtype=torch.int64)
+        position[ids] = torch.arange(len(ids))
+        return cls(ids, expected_count(ids, vocab_size, num_tries).log(),
+                   expected_count(targets, vocab_size, num_tries).log(), position[targets])
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return self.ids, self.log_q, self.target_log_q, self.target_hit
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> SampledCandidates:
+        """The same draw with `fn` applied to every tensor (a copy to a device, pinning)."""
+        return SampledCandidates(*(fn(t) for t in self.tensors()))
+
+
 class _SampledCrossEntropy(torch.autograd.Function):
     """Cross-entropy of the true class against [true, candidates], from the hidden states.
 
     The same as `F.cross_entropy` on `[true_logits, hidden @ cand_weight.T + cand_bias]` with
     the accidental hits set to -inf and target 0, but the (N, S) candidate logits are the only
     (N, S) buffer: they are exponentiated in place in the forward pass and turned into their
-    own gradient in place in the backward pass (so that pass may run only once).
+    own gradient in place in the backward pass (so that pass may run only once). The hits are
+    masked with fixed shapes (a gather and a scatter of one column per row), so nothing is
+    read back to the host.
     """
 
     @staticmethod
@@ -84,11 +121,12 @@ class _SampledCrossEntropy(torch.autograd.Function):
         true_logits: torch.Tensor,  # (N,)
         cand_weight: torch.Tensor,  # (S, P)
         cand_bias: torch.Tensor,  # (S,)
-        hit_row: torch.Tensor,  # (H,) rows whose target is among the candidates
-        hit_col: torch.Tensor,  # (H,) and its candidate position
+        hit: torch.Tensor,  # (N,) the candidate position of each row's target, -1 if none
     ) -> torch.Tensor:
         logits = torch.addmm(cand_bias, hidden, cand_weight.t())  # (N, S)
-        logits[hit_row, hit_col] = float("-inf")
+        column = hit.clamp(min=0).unsqueeze(1)  # (N, 1)
+        hit_logit = torch.where(hit.unsqueeze(1) >= 0, float("-inf"), logits.gather(1, column))
+        logits.scatter_(1, column, hit_logit)
         top = torch.maximum(logits.amax(dim=1), true_logits)  # (N,)
         exp = logits.sub_(top.unsqueeze(1)).exp_()  # (N, S) exp(logit - top)
         total = exp.sum(dim=1) + torch.exp(true_logits - top)  # (N,)
@@ -108,7 +146,7 @@ class _SampledCrossEntropy(torch.autograd.Function):
         grad_true = grad * torch.expm1(true_logits - lse)  # (softmax(true) - 1) * grad
         grad_weight = grad_logits.t() @ hidden if ctx.needs_input_grad[2] else None
         grad_bias = grad_logits.sum(dim=0) if ctx.needs_input_grad[3] else None
-        return grad_hidden, grad_true, grad_weight, grad_bias, None, None
+        return grad_hidden, grad_true, grad_weight, grad_bias, None
 
 
 class SoftmaxHead(nn.Module):
@@ -161,33 +199,22 @@ class SoftmaxHead(nn.Module):
         )
 
     def sampled_loss(
-        self,
-        hidden: torch.Tensor,
-        targets: torch.Tensor,
-        num_samples: int,
-        generator: torch.Generator | None = None,
+        self, hidden: torch.Tensor, targets: torch.Tensor, candidates: SampledCandidates
     ) -> torch.Tensor:
         """Sampled-softmax negative log-likelihoods (N,), as ``tf.nn.sampled_softmax_loss``.
 
-        One set of ``num_samples`` unique log-uniform candidates is shared by the batch. The
-        logits of the true and sampled classes are lowered by log(expected count); a sampled
-        class equal to a row's target gets logit -inf in that row; the loss is the
-        cross-entropy with the true class at position 0. With ``num_samples >= V`` every
-        class is a candidate with expected count 1 and this equals :meth:`full_loss`.
+        One set of unique log-uniform candidates (`SampledCandidates.draw` for these
+        `targets`, on hidden's device) is shared by the batch. The logits of the true and
+        sampled classes are lowered by log(expected count); a sampled class equal to a row's
+        target gets logit -inf in that row; the loss is the cross-entropy with the true class
+        at position 0. With ``num_samples >= V`` every class is a candidate with expected count
+        1 and this equals :meth:`full_loss`. Fixed shapes, nothing read back to the host.
         """
-        cands, num_tries = sample_log_uniform_unique(self.vocab_size, num_samples, generator)
-        cands = cands.to(hidden.device)  # (S,)
-        log_q_true = expected_count(targets, self.vocab_size, num_tries).log().to(hidden.dtype)
-        log_q_cand = expected_count(cands, self.vocab_size, num_tries).log().to(hidden.dtype)
         weight, bias = self.rows(targets)
         true_logits = (hidden * weight).sum(-1) + bias  # (N,)
-        true_logits = true_logits - log_q_true
-        # Accidental hits (a row's target among the candidates) get logit -inf; sparse.
-        position = torch.full((self.vocab_size,), -1, dtype=torch.long, device=hidden.device)
-        position[cands] = torch.arange(len(cands), device=hidden.device)
-        hit_col = position[targets]  # (N,) -1 where the target was not sampled
-        hit_row = (hit_col >= 0).nonzero().squeeze(1)
+        true_logits = true_logits - candidates.target_log_q.reshape(-1).to(hidden.dtype)
         # The correction is folded into the candidates' bias.
-        cand_weight, cand_bias = self.rows(cands)
+        cand_weight, cand_bias = self.rows(candidates.ids)
         return _SampledCrossEntropy.apply(hidden, true_logits, cand_weight,
-                                          cand_bias - log_q_cand, hit_row, hit_col[hit_row])
+                                          cand_bias - candidates.log_q.to(hidden.dtype),
+                                          candidates.target_hit.reshape(-1))

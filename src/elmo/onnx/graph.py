@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elmo.extras import import_extra
+from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import ProjectedLSTM
@@ -32,7 +33,7 @@ OPSET = 18
 # writing the file still read it (onnx 1.23 would write 14; ONNX Runtime 1.20 reads <= 10).
 IR_VERSION = 8
 INPUTS = ("char_ids", "lengths")  # (batch, tokens, width) int64, (batch,) int64
-MIX_OUTPUT = "embeddings"  # (batch, tokens, 2P): one layer, or a mix of them
+MIX_OUTPUT = "embeddings"  # (batch, tokens, width): one layer, a mix of them, ...
 ALL_OUTPUT = "layers"  # (L+1, batch, tokens, 2P)
 
 
@@ -68,9 +69,11 @@ class GraphBuilder:
         return self.const(tensor.detach().float().cpu().numpy(), hint)
 
 
-def bilm_graph(bilm: BiLM, layers: str | int = "all") -> onnx.ModelProto:
-    """The ONNX model of `bilm` (fp32, CPU copy of its weights); `layers`: "all" outputs every
-    layer, "top", "average", "sum" or a layer number output one (batch, tokens, 2P) tensor."""
+def bilm_graph(bilm: BiLM, layers: str | int | LayerChoice = "all") -> onnx.ModelProto:
+    """The ONNX model of `bilm` (fp32, CPU copy of its weights); `layers`, a layer choice
+    (`elmo.layer_choice`): "all" outputs every layer, the others ("top", "average", "sum",
+    a layer number, ...) one (batch, tokens, width) tensor, as the choice builds it."""
+    choice = parse_layer_choice(layers)
     g = GraphBuilder()
     char_ids, lengths = INPUTS
     wrapped = _add_boundaries(g, bilm, char_ids, lengths)  # (B, T+2, W)
@@ -99,20 +102,19 @@ def bilm_graph(bilm: BiLM, layers: str | int = "all") -> onnx.ModelProto:
                 g.op("Unsqueeze", lengths, g.const([1])))  # (B, T)
     mask = g.op("Unsqueeze", mask, g.const([0, 3]))  # (1, B, T, 1)
     result = g.op("Where", mask, words, g.const(np.zeros((), np.float32)))
-    output = _mix(g, result, layers, bilm.num_layers)
-    name = ALL_OUTPUT if layers == "all" else MIX_OUTPUT
+    output = choice.onnx(g, result, bilm.num_layers)
+    name = ALL_OUTPUT if choice.stacked else MIX_OUTPUT
     g.nodes.append(helper.make_node("Identity", [output], [name]))
 
     width = bilm.indexer.width
-    two_p = 2 * bilm.config.projection_dim
+    *layer_axis, tokens, kept = choice.shape(bilm.num_layers, "tokens",
+                                             2 * bilm.config.projection_dim)
     graph = helper.make_graph(
         g.nodes, "elmo_bilm",
         [helper.make_tensor_value_info(char_ids, TensorProto.INT64, ["batch", "tokens", width]),
          helper.make_tensor_value_info(lengths, TensorProto.INT64, ["batch"])],
-        [helper.make_tensor_value_info(
-            name, TensorProto.FLOAT,
-            [bilm.num_layers, "batch", "tokens", two_p] if layers == "all"
-            else ["batch", "tokens", two_p])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                       [*layer_axis, "batch", tokens, kept])],
         g.initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                              ir_version=IR_VERSION, producer_name="elmo")
@@ -263,15 +265,3 @@ def _matmul(g: GraphBuilder, x: str, weight, hint: str) -> str:
 def _clip(g: GraphBuilder, x: str, bound: float) -> str:
     low, high = (g.const(np.asarray(v, np.float32)) for v in (-bound, bound))
     return g.op("Clip", x, low, high)
-
-
-def _mix(g: GraphBuilder, layers: str, mode: str | int, n_layers: int) -> str:
-    """layers (L+1, B, T, 2P) -> all of it, or one (B, T, 2P) as `select_layers` chooses."""
-    if mode == "all":
-        return layers
-    if mode == "top":
-        mode = n_layers - 1
-    if isinstance(mode, int):
-        return g.op("Gather", layers, g.const(mode), axis=0)
-    return g.op({"average": "ReduceMean", "sum": "ReduceSum"}[mode], layers, g.const([0]),
-                keepdims=0)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.embed import Embedder, EmbedSettings, select_layers
+from elmo.embedding import Embedder, EmbedSettings
 from elmo.errors import ElmoError
 from elmo.memory import AUTO
 from elmo.tokenize import Tokenizer, get_tokenizer
@@ -24,9 +24,10 @@ class Embed:
 
     The batch is a dict of columns (Ray's default batch format); `column` holds one sentence
     per row, split by `tokenizer` (default: the model's, else whitespace). Each row keeps its
-    columns and gains `tokens` (list of str) and `embedding`: float32 (n, D) for the layers
-    "top" or "average", (L+1, n, D) for "all", equal to `Embedder.embed_sentences` on the same
-    tokens; an empty or blank line gives no tokens and an (0, D) (or (L+1, 0, D)) embedding.
+    columns and gains `tokens` (list of str) and `embedding`: what the layer choice `layers`
+    keeps (`elmo.layer_choice`), float32 (n, D) for "top" or "average", (L+1, n, D) for
+    "all", equal to `Embedder.embed_sentences` on the same tokens; an empty or blank line
+    gives no tokens and an (0, D) (or (L+1, 0, D)) embedding.
     Rows come back in the batch's order, each with its own array (never stacked into one):
     Ray stores the column as a tensor column, variable-shaped where lengths differ.
     Stateless: a row's vectors do not depend on the batch or actor it lands in.
@@ -62,6 +63,8 @@ class Embed:
             torch.set_num_threads(threads)
         self.layers, self.column = layers, column
         self.embedder = Embedder.from_pretrained(model, **settings.embedder_options())
+        self.layer_choice = settings.layer_choice
+        self.layer_choice.check(self.embedder.model.num_layers)
         chosen = self.embedder.tokenizer
         self.tokenize = get_tokenizer(chosen) if isinstance(chosen, str) else chosen
 
@@ -72,7 +75,7 @@ class Embed:
         tokens = [self.tokenize(str(text).strip()) for text in batch[self.column]]
         layers = self.embedder.embed_sentences(tokens)
         return {**batch, "tokens": _one_per_row(tokens),
-                "embedding": _one_per_row(select_layers(a, self.layers) for a in layers)}
+                "embedding": _one_per_row(self.layer_choice.numpy(a) for a in layers)}
 
 
 def _one_per_row(items: Iterable[Any]) -> np.ndarray:

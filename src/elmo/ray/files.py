@@ -1,15 +1,15 @@
-"""`embed_files`: text or FASTA files -> a directory of Parquet blocks with Ray Data (`elmo
-embed --ray`).
+"""`embed_files`: input files (text or FASTA, any kind that `elmo embed` reads) -> a directory
+of Parquet blocks with Ray Data (`elmo embed --ray`).
 
-The driver (this process) resolves INPUT to files, decides their format (text or FASTA, all the
-same), loads the model once (to check it and take its sha256), counts the sentences of every
-file (text: lines; FASTA: records, every record read and checked) and cuts them into blocks of
-`block_lines` consecutive sentences of one file. A Ray Data actor pool (`workers` actors of
-`threads` CPU threads each, or of one GPU each) then takes the blocks not written yet: an actor
-reads its block (`elmo.io.textfile`, `elmo.io.fasta`), embeds it with `Embed` and writes the
-block's Parquet file (`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read
-and write the files themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on
-every node.
+The driver (this process) resolves INPUT to files, decides their input kind (`elmo.io.inputs`,
+all the same), loads the model once (to check it and take its sha256), scans every file (text:
+its lines; FASTA: its records, every record read and checked) and cuts them into blocks of
+`block_lines` consecutive entries of one file. A Ray Data actor pool (`workers` actors of
+`threads` CPU threads each, or of one GPU each) then takes the blocks not written yet: for each
+block an actor runs the embedding job (`Embedder.run_job`, as `elmo embed` does) on
+the block's entries into a `ParquetBlockSink`, which writes the block's Parquet file
+(`elmo.io.parquet_output`: layout, atomic writes, resuming). Actors read and write the files
+themselves: on a cluster, INPUT and OUTPUT_DIR must be at the same paths on every node.
 """
 
 from __future__ import annotations
@@ -19,31 +19,32 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
-from elmo.embed import CHUNK_BATCHES, Embedder, EmbedSettings, batch_size_or_default
-from elmo.embed_file import INPUT_FORMATS, check_choices, tell_resumed
+from elmo.embedding import Embedder, EmbedSettings, Item, Progress
+from elmo.embedding.embedder import CHUNK_BATCHES
+from elmo.embedding.job import tell_resumed
+from elmo.embedding.parquet_sink import ParquetBlockSink
+from elmo.embedding.settings import batch_size_or_default
 from elmo.errors import ElmoError, InputFileError
 from elmo.extras import import_extra
-from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
+from elmo.io.inputs import INPUT_KINDS, InputKind, embedded_kind
 from elmo.io.parquet_output import (
     MANIFEST_VERSION,
     ParquetOutput,
     block_name,
     claim_parquet_output,
-    write_block,
 )
-from elmo.io.textfile import read_lines, scan_input
-from elmo.memory import DeviceMemoryError
 from elmo.modules.bilm import model_identity
-from elmo.ray.embed import Embed
+from elmo.tokenize import get_tokenizer
 
 ray = import_extra("ray", "elmo.ray (embedding with Ray Data)")
 import_extra("ray.data", "elmo.ray (embedding with Ray Data)")
@@ -56,8 +57,8 @@ class RayEmbedRun:
     """What `embed_files` did: the blocks it embedded (not those of an earlier run)."""
 
     output: Path
-    input_format: str = "text"  # or "fasta": `lines` counts records, `tokens` residues
-    blocks: int = 0
+    input_format: str = "text"  # the input kind: with "fasta", `lines` counts records,
+    blocks: int = 0             # `tokens` residues
     lines: int = 0
     tokens: int = 0
     block_seconds: list[float] = field(default_factory=list)  # each block, inside its actor
@@ -85,69 +86,48 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
     return [f.absolute() for f in files]
 
 
-# ---- the input format: which one a run reads (`input_format`), how a file is counted
-# (`count_lines`) and how a block is read (`read_block`) --------------------------------------
-
-
-def input_format(files: Sequence[Path], format: str | None = None) -> str:
-    """"text" or "fasta": `format` if given, else what the file names say (.fasta .fa .faa
-    .fas, plain or .gz, are FASTA), which must be the same for all files."""
+def input_kind(files: Sequence[Path], format: str | None = None) -> InputKind:
+    """The input kind of every file (`elmo.io.inputs.embedded_kind`): `format`'s if given,
+    else the one each file is detected as, which must be the same for all files."""
     if format is not None:
-        check_choices(("format", format, INPUT_FORMATS))
-        return format
-    fasta = [f for f in files if is_fasta_path(f)]
-    text = [f for f in files if not is_fasta_path(f)]
-    if fasta and text:
-        raise InputFileError(f"the input mixes FASTA and text files ({fasta[0]}, {text[0]}): "
-                             "embed each kind in a run of its own, or give --format to read "
-                             "every file as one of them")
-    return "fasta" if fasta else "text"
-
-
-def count_lines(path: Path, format: str, encoding_errors: str) -> tuple[int, str]:
-    """The number of sentences of an input file (text: lines; FASTA: records, each one read
-    and checked, an InputFileError naming the first bad one), and the sha256 of its bytes."""
-    if format == "fasta":
-        records = len(scan_fasta(path, encoding_errors))
-        return records, scan_input(path)[1]
-    return scan_input(path)
-
-
-def read_block(path: str, lines: range, format: str, encoding_errors: str
-               ) -> dict[str, list[Any]]:
-    """The sentences numbered `lines` (0-based) of an input file (plain or gzipped) as
-    columns: `line` (the number), `text` (the line stripped; FASTA: the record's sequence)
-    and, for FASTA, the record's `id` and `description`."""
-    if format == "fasta":  # checked whole by count_lines: no set of ids kept here
-        records = enumerate(read_fasta(path, encoding_errors, unique_ids=False))
-        block = list(islice(records, lines.start, lines.stop))
-        return {"line": [n for n, _ in block], "text": [r.sequence for _, r in block],
-                "id": [r.id for _, r in block], "description": [r.description for _, r in block]}
-    block = list(islice(read_lines(path, encoding_errors), lines.start, lines.stop))
-    return {"line": [n for n, _ in block], "text": [text.strip() for _, text in block]}
+        return embedded_kind(files[0], format)
+    kinds = [embedded_kind(f) for f in files]
+    other = next((i for i, kind in enumerate(kinds) if kind != kinds[0]), None)
+    if other is not None:
+        raise InputFileError(f"the input mixes {kinds[0].name} and {kinds[other].name} files "
+                             f"({files[0]}, {files[other]}): embed each kind in a run of its "
+                             "own, or give --format to read every file as one of them")
+    return kinds[0]
 
 
 # ---- the actors and the driver -------------------------------------------------------------
 
 
 class BlockWriter:
-    """The actor of `embed_files`: embeds whole blocks and writes each one's Parquet file.
+    """The actor of `embed_files`: runs the embedding job on whole blocks, each into its
+    Parquet file.
 
-    Returns one row per block: its name, lines (its sentences: lines or records), tokens,
-    seconds and `error`, the message of an ElmoError (a line that is not UTF-8, a model that
-    cannot be loaded), empty if none; the driver raises it, so the user sees the message,
-    not a Ray traceback. `format`: "text" or "fasta" (`input_format`).
+    Made with the output `directory`, the `model`, the fields of its `EmbedSettings`
+    (`settings`), the input kind's name (`format`), `encoding_errors` and the torch
+    `threads` of the actor. Returns one row per block: its name, lines (its entries: lines
+    or records), tokens, seconds and `error`, the message of an ElmoError (a line that is not
+    UTF-8, a model that cannot be loaded), empty if none; the driver raises it, so the user
+    sees the message, not a Ray traceback.
     """
 
-    def __init__(self, directory: str, embed: dict[str, Any], encoding_errors: str,
-                 dtype: str, format: str = "text") -> None:
-        self.directory, self.encoding_errors, self.dtype = Path(directory), encoding_errors, dtype
-        self.format = format
+    def __init__(self, directory: str, model: str | None, settings: dict[str, Any],
+                 format: str = "text", encoding_errors: str = "strict",
+                 threads: int = 1) -> None:
+        self.directory, self.encoding_errors = Path(directory), encoding_errors
+        self.settings, self.kind = EmbedSettings(**settings), INPUT_KINDS[format]
+        torch.set_num_threads(threads)  # Ray gives an actor OMP_NUM_THREADS=1
         try:
-            self.embed: Embed | None = Embed(**embed)
+            self.embedder: Embedder | None = Embedder.from_pretrained(
+                model, **self.settings.embedder_options())
+            self.settings.layer_choice.check(self.embedder.model.num_layers)
             self.error = ""
         except ElmoError as err:
-            self.embed, self.error = None, str(err)
+            self.embedder, self.error = None, str(err)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows = []
@@ -167,18 +147,24 @@ class BlockWriter:
                 "seconds": np.array(seconds), "error": np.array(errors)}
 
     def _write(self, name: str, source: str, lines: range) -> tuple[int, int]:
-        block = read_block(source, lines, self.format, self.encoding_errors)
-        try:
-            rows = self.embed({"text": block["text"]})
-        except DeviceMemoryError as err:
-            noun = "record" if self.format == "fasta" else "line"
-            number = block["line"][err.index] + 1
-            raise err.changed(subject=f"{source}, {noun} {number:,}") from None
-        embeddings = [a.astype(self.dtype, copy=False) for a in rows["embedding"]]
-        write_block(self.directory / name, source, block["line"], block["text"],
-                    list(rows["tokens"]), embeddings, ids=block.get("id"),
-                    descriptions=block.get("description"))
-        return len(block["line"]), sum(map(len, rows["tokens"]))
+        """The job on the entries `lines` of `source`, numbered from 0 in the block (a chunk
+        of the embedder does not cross the block's start); returns its entries and tokens."""
+        entries = self.kind.entries
+        tokenizer = entries.tokenizer or self.embedder.tokenizer
+        tokenize = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+
+        def items(start: int) -> Iterator[Item]:
+            block = islice(entries.read(Path(source), self.encoding_errors), lines.start,
+                           lines.stop)
+            for number, entry in enumerate(block):
+                yield Item(number, entry.key, tokenize(entry.text), attrs=entry.attrs,
+                           text=entry.text,
+                           where=f"{source}, {entries.noun} {entry.number + 1:,}")
+
+        sink = ParquetBlockSink(self.directory / name, source, lines.start,
+                                self.settings.reduce)
+        self.embedder.run_job(items, sink, {"block": name}, Progress(name, enabled=False))
+        return sink.items, sink.tokens
 
 
 def embed_files(
@@ -200,22 +186,23 @@ def embed_files(
     residue per token), plain or gzipped, into the Parquet directory `output_dir` (layout:
     `elmo.io.parquet_output`) with Ray Data.
 
-    `inputs`: files, globs or directories. `format`: "text" or "fasta"; None decides by the
-    file names (`input_format`: all one format). A FASTA file is checked whole before any
-    block is embedded; its tokens are its residues (the tokenizer is not used). `workers`
-    actors (default: as many as the cluster's CPUs allow, or its GPUs with a cuda `device`)
-    of `threads` torch threads each. Ray: the one this process already joined, else
-    `ray.init(address)` (None: a local Ray, or the cluster at $RAY_ADDRESS), shut down at the
-    end. Re-running after a kill skips the blocks already written; an existing output is
-    replaced only with `overwrite`. `settings` (default `EmbedSettings()`: all layers,
-    float32) and `encoding_errors` are those of `Embedder.embed_file`, except that every
-    token's vectors are kept (no `pool`), stateless, in fp32. `block_lines` (default:
+    `inputs`: files, globs or directories. `format`: an input kind that `elmo embed` reads
+    (text, fasta); None decides by the files (`input_kind`: all one kind). A FASTA file is
+    checked whole before any block is embedded; its tokens are its residues (the tokenizer is
+    not used). `workers` actors (default: as many as the cluster's CPUs allow, or its GPUs
+    with a cuda `device`) of `threads` torch threads each. Ray: the one this process already
+    joined, else `ray.init(address)` (None: a local Ray, or the cluster at $RAY_ADDRESS),
+    shut down at the end. Re-running after a kill skips the blocks already written; an
+    existing output is replaced only with `overwrite`. `settings` (default `EmbedSettings()`:
+    all layers, float32) and `encoding_errors` are those of `Embedder.embed_file`, except
+    that every token's vectors are kept (no `pool`), stateless, in fp32; the run's manifest
+    records them all (`EmbedSettings.kept` and `asked`). `block_lines` (default:
     `CHUNK_BATCHES` x `batch_size`, the Embedder's chunk): the lines (FASTA: records) of a
     block, each block one Parquet file. With a multiple of the chunk, a line is computed with
     the neighbours it has in `Embedder.embed_file`.
     """
     settings = settings or EmbedSettings()
-    if settings.pool is not None or settings.stateful or settings.precision != "fp32":
+    if settings.pool is not None or settings.stateful or settings.precision not in (None, "fp32"):
         raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
                          "pool, stateful and precision are not for it")
     block_lines = block_lines or CHUNK_BATCHES * batch_size_or_default(settings.batch_size)
@@ -223,42 +210,41 @@ def embed_files(
         raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
                          f"{block_lines}, {workers}")
     files = input_files(inputs)
-    format = input_format(files, format)
+    kind = input_kind(files, format)
+    entries = kind.entries
     checked = Embedder.from_pretrained(model, tokenizer=settings.tokenizer,
                                        quantize=settings.quantize, device="cpu")
-    model_sha256 = model_identity(checked.model)
-    tokenizer = "chars" if format == "fasta" else checked.tokenizer  # a residue per token
+    identity = {"input_format": kind.name, "model_sha256": model_identity(checked.model),
+                **settings.kept(), **settings.asked(),
+                "tokenizer": entries.tokenizer or checked.tokenizer,
+                "encoding_errors": encoding_errors}
     del checked
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
-    embed = {"model": model, "layers": settings.layers, "tokenizer": tokenizer,
-             "quantize": settings.quantize, "threads": threads, "device": settings.device,
-             "batch_size": settings.batch_size, "max_tokens": settings.max_tokens}
-    noun = "record" if format == "fasta" else "line"
-    run = RayEmbedRun(Path(output_dir), input_format=format)
+    noun = entries.noun
+    run = RayEmbedRun(Path(output_dir), input_format=kind.name)
     with claim_parquet_output(output_dir, overwrite) as output:
-        scans = [count_lines(f, format, encoding_errors)
+        scans = [entries.scan(f, encoding_errors)
                  for f in tqdm(files, desc=f"counting {noun}s", unit="file",
                                disable=not progress or len(files) < 2)]
-        if sum(n for n, _ in scans) == 0:
+        if sum(scan.count for scan in scans) == 0:
             raise InputFileError(f"{', '.join(map(str, files))}: no {noun}s: nothing to embed")
-        out = ParquetOutput(output, _manifest(files, scans, block_lines, {
-            "input_format": format, "model_sha256": model_sha256, "layers": settings.layers,
-            "dtype": settings.dtype, "tokenizer": tokenizer, "quantize": settings.quantize,
-            "encoding_errors": encoding_errors, "batch_size": settings.batch_size,
-            "max_tokens": settings.max_tokens}))
+        out = ParquetOutput(output, _manifest(files, [(scan.count, scan.sha256)
+                                                      for scan in scans], block_lines,
+                                              identity))
         pending = [{**b, "source": str(files[b["source"]])} for b in out.pending()]
         blocks = len(out.manifest["blocks"])
         if progress:
             tell_resumed(out.path, out.restarted, blocks - len(pending), blocks, "block")
         if pending:
-            total = sum(n for n, _ in scans)
+            total = sum(scan.count for scan in scans)
             bar = {"total": total, "initial": total - sum(b["stop"] - b["start"] for b in pending),
                    "unit": noun, "disable": not progress,
                    "desc": f"embedding {len(files)} file{'s' * (len(files) > 1)} with Ray"}
-            writer = {"directory": str(out.path), "embed": embed,
-                      "encoding_errors": encoding_errors, "dtype": settings.dtype,
-                      "format": format}
+            writer = {"directory": str(out.path), "model": model, "format": kind.name,
+                      "settings": {f.name: getattr(settings, f.name)
+                                   for f in fields(EmbedSettings) if f.init},
+                      "encoding_errors": encoding_errors, "threads": threads}
             _run_blocks(run, pending, writer, workers, address, bar)
         out.finish()
     return run
@@ -285,8 +271,8 @@ def _run_blocks(run: RayEmbedRun, blocks: list[dict[str, Any]], writer: dict[str
                 workers: int | None, address: str | None, bar: dict[str, Any]) -> None:
     """Embed and write `blocks` with a Ray Data actor pool of `BlockWriter(**writer)`; fills
     in `run`. `bar`: the progress bar's options."""
-    embed = writer["embed"]
-    threads, gpus = embed["threads"], int(str(embed["device"] or "").startswith("cuda"))
+    threads = writer["threads"]
+    gpus = int(str(writer["settings"]["device"] or "").startswith("cuda"))
     began = time.perf_counter()
     with _ray_session(address) as local:
         run.startup_seconds = time.perf_counter() - began

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from elmo.config import parse_json
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, output_lock
 
@@ -28,7 +29,8 @@ def run_kind(directory: str | Path) -> str | None:
     """The kind of run `directory` holds ("pretraining" or "task"), from its marker; None
     when it has no marker (or is no directory)."""
     try:
-        marker = json.loads((Path(directory) / MARKER_NAME).read_text(encoding="utf-8"))
+        path = Path(directory) / MARKER_NAME
+        marker = parse_json(path.read_bytes(), str(path))
     except (OSError, ValueError):
         return None
     kind = marker.get("kind") if isinstance(marker, dict) else None

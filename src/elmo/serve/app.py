@@ -3,6 +3,8 @@ batching queue in front of one Embedder.
 
 The model loads in the background once the server listens: `/health` answers 503 until it
 is ready, then 200. Every error is a JSON body with a one-line message, never a traceback.
+The event loop only routes: tokenizing the inputs and writing an answer run in threads, the
+model in the queue's, so that no request keeps `/health` (or any other) waiting.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from safetensors.numpy import save as safetensors_bytes
 from starlette.exceptions import HTTPException
 
 from elmo import __version__
-from elmo.embed import Embedder, EmbedSettings, select_layers
+from elmo.embedding import Embedder, EmbedSettings
+from elmo.layer_choice import LayerChoice, parse_layer_choice
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
@@ -105,6 +108,7 @@ class Service:
         its dictionary then), then open the queue."""
         try:
             embedder = await asyncio.to_thread(self.load)
+            self.settings.layer_choice.check(embedder.model.num_layers)
             tokenize = embedder.tokenizer if callable(embedder.tokenizer) \
                 else get_tokenizer(embedder.tokenizer)
             tokens = await asyncio.to_thread(tokenize, "warm up .")
@@ -131,12 +135,17 @@ class Service:
             raise ApiError(503, f"the model is {state}", "Unhealthy")
         return self.embedder
 
-    def sentences(self, inputs: str | list[Input], field: str, check_length: bool = True,
-                  tei: TeiRequest | None = None) -> list[list[str]]:
-        """Requests' inputs -> token lists, with 413 past the limits and 422 for an empty
-        request or input or a lone surrogate. `field` names the inputs in messages; `tei`,
-        the request of a TEI route, may ask to truncate inputs that are too long."""
+    async def sentences(self, inputs: str | list[Input], field: str,
+                        tei: TeiRequest | None = None) -> list[list[str]]:
+        """Requests' inputs -> token lists, tokenized in a thread (off the event loop), with
+        413 past the limits and 422 for an empty request or input or a lone surrogate.
+        `field` names the inputs in messages; `tei`, the request of a TEI route, may ask to
+        truncate inputs that are too long."""
         self.ready()
+        return await asyncio.to_thread(self._sentences, inputs, field, tei)
+
+    def _sentences(self, inputs: str | list[Input], field: str,
+                   tei: TeiRequest | None) -> list[list[str]]:
         items = as_list(inputs)
         limit = self.limits.max_client_batch_size
         if not items:
@@ -160,7 +169,7 @@ class Service:
                 raise ApiError(422, f"{name}[{item.index('')}] is an empty token: a token has "
                                "at least one character (as `elmo embed` splits its lines on "
                                "whitespace); leave it out")
-            if check_length and len(tokens) > max_tokens:
+            if len(tokens) > max_tokens:
                 if cut is None:
                     hint = ', or send "truncate": true' if tei is not None else ""
                     raise ApiError(413, f"{name} has {len(tokens)} tokens, more than the "
@@ -221,6 +230,7 @@ class Service:
             "tokenizer": tokenizer,
             "device": None if embedder is None else str(embedder.device),
             "quantize": None if embedder is None else embedder.model.quantization,
+            "precision": None if embedder is None else embedder.precision,
             "limits": asdict(limits),
         }
 
@@ -261,7 +271,8 @@ def _error(request: Request, status: int, message: str, error_type: str) -> Resp
 
 def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
     """One vector (2P,) per sentence: the mean over its tokens of `mode`'s layer."""
-    vectors = [select_layers(a, mode).mean(axis=0) for a in layers]
+    choice = parse_layer_choice(mode)
+    vectors = [choice.numpy(a).mean(axis=0) for a in layers]
     if normalize:
         vectors = [v / max(float(np.linalg.norm(v)), 1e-12) for v in vectors]
     return vectors
@@ -301,11 +312,20 @@ async def embed_all(body: EmbedAllRequest, request: Request, service: AppService
     """Token vectors of each input: (L+1, n, 2P) for layers "all", else (n, 2P). With
     `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
     named by its index."""
-    sentences = service.sentences(body.inputs, "inputs", tei=body)
-    mode = body.layers or service.settings.layers
-    arrays = [np.ascontiguousarray(select_layers(a, mode))
-              for a in await service.embed(request, sentences)]
-    if BINARY in request.headers.get("accept", ""):
+    sentences = await service.sentences(body.inputs, "inputs", tei=body)
+    mode = body.layers or str(service.settings.layers)
+    choice = parse_layer_choice(body.layers) if body.layers else service.settings.layer_choice
+    layers = await service.embed(request, sentences)
+    binary = BINARY in request.headers.get("accept", "")
+    return await asyncio.to_thread(_layers_answer, layers, choice, mode, binary)
+
+
+def _layers_answer(layers: list[np.ndarray], choice: LayerChoice, mode: str,
+                   binary: bool) -> Response:
+    """`/embed_all`'s answer: each input's layers as `choice` keeps them (`mode`: its
+    name), as JSON or safetensors bytes."""
+    arrays = [np.ascontiguousarray(choice.numpy(a)) for a in layers]
+    if binary:
         tensors = {str(i): a for i, a in enumerate(arrays)}
         return Response(safetensors_bytes(tensors, {"layers": mode}), media_type=BINARY)
     return _json(arrays)
@@ -319,9 +339,10 @@ async def embed(body: EmbedRequest, request: Request, service: AppService) -> Re
     """One vector per input: the mean over its tokens of the layer average (or top),
     L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
     service.check_dimensions(body.dimensions)
-    sentences = service.sentences(body.inputs, "inputs", tei=body)
+    sentences = await service.sentences(body.inputs, "inputs", tei=body)
     layers = await service.embed(request, sentences)
-    return _json(_pooled(layers, body.layers, body.normalize))
+    vectors = await asyncio.to_thread(_pooled, layers, body.layers, body.normalize)
+    return _json(vectors)
 
 
 @router.post("/v1/embeddings", response_model=None, responses=_answers(
@@ -336,8 +357,9 @@ async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request,
                        "token ids, so send the text. (LangChain's OpenAIEmbeddings sends "
                        "tiktoken ids unless made with check_embedding_ctx_length=False.)")
     service.check_dimensions(body.dimensions)
-    sentences = service.sentences(body.input, "input")
-    vectors = _pooled(await service.embed(request, sentences), "average", normalize=True)
+    sentences = await service.sentences(body.input, "input")
+    layers = await service.embed(request, sentences)
+    vectors = await asyncio.to_thread(_pooled, layers, "average", True)
     if body.encoding_format == "base64":
         vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
     n_tokens = sum(len(s) for s in sentences)
@@ -354,10 +376,16 @@ async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request,
     list[list[Token]], "each input's tokens", TEI_ERRORS))
 async def tokenize(body: TokenizeRequest, service: AppService) -> Response:
     """How each input is split: TEI's token objects (`id` null: there is no vocabulary
-    of ids). The tokens, without the special ones, are those `/embed_all` returns."""
-    sentences = service.sentences(body.inputs, "inputs", check_length=False)
-    items = as_list(body.inputs)
-    return _json([[t.model_dump() for t in _tokens(x, s, body.add_special_tokens)]
+    of ids). The tokens, without the special ones, are those `/embed_all` returns; the
+    limits are `/embed_all`'s (an input of more than --max-input-tokens tokens: 413)."""
+    sentences = await service.sentences(body.inputs, "inputs")
+    return await asyncio.to_thread(_tokens_answer, as_list(body.inputs), sentences,
+                                   body.add_special_tokens)
+
+
+def _tokens_answer(items: list[Input], sentences: list[list[str]], special: bool) -> Response:
+    """`/tokenize`'s answer: the token objects of each input."""
+    return _json([[t.model_dump() for t in _tokens(x, s, special)]
                   for x, s in zip(items, sentences, strict=True)])
 
 

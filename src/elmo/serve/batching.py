@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.memory import DeviceMemoryError
 
 

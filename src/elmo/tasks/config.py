@@ -15,7 +15,7 @@ from elmo.errors import ElmoError, raise_failed
 from elmo.modules.scalar_mix import MIX_LR, parse_mode
 from elmo.tasks.metrics import METRICS
 from elmo.tasks.model import ELMO_AT
-from elmo.tasks.readers import FORMATS, SCHEMES
+from elmo.tasks.readers import FORMATS, SCHEMES, format_of_name
 from elmo.tasks.registry import TASKS
 
 # options that may change when a run is resumed
@@ -31,7 +31,7 @@ class TaskConfig:
     train: str
     dev: str | None  # None: hold out dev_fraction of the training file
     out: str
-    format: str  # conll | conllu | label-text | tsv | squad
+    format: str | None = None  # a key of readers.FORMATS; None: told by train's name
     test: str | None = None
     dev_fraction: float = 0.0  # span: whole articles (or passages) are held out
     # format options
@@ -78,6 +78,11 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if self.elmo in ("none", ""):
             self.elmo = None
+        if self.format is None:
+            self.format = format_of_name(self.train)
+            if self.format is None:
+                raise ElmoError(f"--format: the name of {self.train} does not tell its format; "
+                                f"give --format {' or '.join(FORMATS)}")
         if self.task in TASKS and self.metric is None:
             self.metric = TASKS[self.task].default_metric(self)
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
@@ -86,15 +91,12 @@ class TaskConfig:
             if getattr(self, name) not in allowed:
                 raise ElmoError(f"--{name.replace('_', '-')} must be one of "
                                 f"{', '.join(map(str, allowed))}; got {getattr(self, name)!r}")
-        if self.elmo_mix.startswith("layer:"):  # K's bound is checked when the biLM loads
-            if not self.elmo_mix.removeprefix("layer:").isdigit():
-                raise ElmoError(f"--elmo-mix {self.elmo_mix}: layer:K needs a whole number "
-                                "K >= 0 (0: the context-free token layer)")
-        else:
-            parse_mode(self.elmo_mix, mixture_size=1)  # a ValueError naming a bad mode
-        kind = TASKS[self.task]
-        if self.format not in kind.formats:
-            raise ElmoError(f"--task {self.task} reads --format {' or '.join(kind.formats)}, "
+        parse_mode(self.elmo_mix, mixture_size=None)  # a ValueError naming a bad mode (K's
+        # bound is checked when the biLM loads)
+        kind, dataset = TASKS[self.task], FORMATS[self.format]
+        if kind.example not in dataset.examples:
+            readable = [f.name for f in FORMATS.values() if kind.example in f.examples]
+            raise ElmoError(f"--task {self.task} reads --format {' or '.join(readable)}, "
                             f"not {self.format}")
         if self.metric not in kind.metrics:
             raise ElmoError(f"--task {self.task} is scored by --metric "
@@ -102,11 +104,9 @@ class TaskConfig:
         if self.freeze_word_vectors and not self.word_vectors:
             raise ElmoError("--freeze-word-vectors needs --word-vectors FILE")
         self._check_numbers()
-        if self.format == "tsv":
-            wanted = 2 if self.task == "pair" else 1
-            if not self.text_columns or len(self.text_columns) != wanted or not self.label_column:
-                raise ElmoError(f"--format tsv for --task {self.task} needs --text-columns with "
-                                f"{wanted} column name(s) and --label-column")
+        problem = dataset.problem(vars(self), kind)
+        if problem:
+            raise ElmoError(problem)
         if bool(self.dev) == (self.dev_fraction > 0):
             raise ElmoError("give either --dev FILE or --dev-fraction F (a held-out part of "
                             "--train), not both or neither")
@@ -140,16 +140,7 @@ class TaskConfig:
 
     def reader_options(self, labeled: bool = True) -> dict[str, Any]:
         """The reader's keyword options for `format` (no tag check when not `labeled`)."""
-        options: dict[str, Any] = {
-            "conll": {"token_column": self.token_column, "tag_column": self.tag_column,
-                      "scheme": self.scheme if labeled else None},
-            "conllu": {"tag": self.tag},
-            "label-text": {"tokenizer": self.tokenizer},
-            "tsv": {"text_columns": self.text_columns, "label_column": self.label_column,
-                    "tokenizer": self.tokenizer},
-            "squad": {"tokenizer": self.tokenizer},
-        }[self.format]
-        return {**options, "encoding_errors": self.encoding_errors}
+        return FORMATS[self.format].reader_options(vars(self), labeled)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskConfig:

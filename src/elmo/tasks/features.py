@@ -14,18 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import h5py
 import numpy as np
 import torch
 
-from elmo.embed import Embedder
-from elmo.embed_file import EmbedFileOptions, Item, save_embeddings
+from elmo.embedding import Embedder, EmbedFileOptions, HDF5Sink, Item, Progress
 from elmo.errors import ElmoError
 from elmo.io.atomic import output_lock
-from elmo.io.hdf5_output import PartialOutput, write_index
+from elmo.io.hdf5_output import write_index
 from elmo.loading.load import load_model
 from elmo.loading.releases import cache_dir as model_cache_dir
 from elmo.modules.bilm import BiLM, model_identity
@@ -177,14 +176,13 @@ def _compute(
     options: EmbedFileOptions,
 ) -> None:
     """Embed `sentences` into `path.partial` (resuming a killed run of the same key) with the
-    file job's save loop, then rename it to `path`."""
-    partial = PartialOutput(path.with_name(path.name + ".partial"), {"key": key})
+    embedding job, then rename it to `path`."""
     bilm = embedder.model
-    items = (Item(i, str(i), list(sentences[i])) for i in range(partial.done, len(sentences)))
-    save_embeddings(embedder, partial, items, options, total=len(sentences),
-                    initial=partial.done, unit="sentence", desc="caching biLM layers")
-    with partial.final(path) as out:
-        partial.assemble(out)
+
+    def items(start: int) -> Iterator[Item]:
+        return (Item(i, str(i), list(sentences[i])) for i in range(start, len(sentences)))
+
+    def complete(out: h5py.File) -> None:
         write_index(out, {" ".join(s): str(i) for i, s in enumerate(sentences)})
         out.attrs.update({"key": key, "num_sentences": len(sentences),
                           "num_layers": bilm.num_layers, "dim": bilm.config.output_dim,
@@ -192,6 +190,11 @@ def _compute(
                           "layer_rms": layer_rms((out[str(i)][...]
                                                   for i in range(len(sentences))),
                                                  bilm.num_layers)})
+
+    sink = HDF5Sink(path, options.reduce, complete=complete)
+    embedder.run_job(items, sink, {"key": key}, Progress(
+        "caching biLM layers", "sentence", len(sentences), total=len(sentences),
+        enabled=options.progress))
 
 
 def layer_rms(sentence_layers: Iterable[np.ndarray], num_layers: int) -> list[float]:

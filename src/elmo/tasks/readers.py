@@ -1,25 +1,27 @@
 """Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
-SQuAD-layout JSON (`elmo.tasks.squad`).
+SQuAD-layout JSON (`elmo.tasks.squad`), one `DatasetFormat` record each in `FORMATS`.
 
 Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
 written back in the input's format (:func:`write_predictions`). Bad input raises
-:class:`~elmo.errors.InputFileError` naming the file and line.
+:class:`~elmo.errors.InputFileError` naming the file and line. `elmo task` (its options, the
+recipe, the run) reads the table: a new format is a reader and one record here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import read_lines
-from elmo.tasks.squad import read_squad
+from elmo.tasks.squad import SquadQuestion, read_squad
 from elmo.tokenize import get_tokenizer
 
-FORMATS = ("conll", "conllu", "label-text", "tsv", "squad")
 SCHEMES = ("iob1", "iob2", "bioes")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
@@ -290,15 +292,6 @@ def read_tsv(
     return _nonempty(path, examples, "examples")
 
 
-def read_dataset(path: str | Path, format: str, **options) -> list:
-    """Read `path` in `format` (one of FORMATS) with that reader's keyword options."""
-    readers = {"conll": read_conll, "conllu": read_conllu, "label-text": read_label_text,
-               "tsv": read_tsv, "squad": read_squad}
-    if format not in readers:
-        raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
-    return readers[format](path, **options)
-
-
 def _replace_column(row: str, index: int | None, value: str, separator: str) -> str:
     columns = row.split(separator) if separator == "\t" else row.split()
     if index is None:
@@ -308,36 +301,177 @@ def _replace_column(row: str, index: int | None, value: str, separator: str) -> 
     return ("\t" if separator == "\t" or "\t" in row else " ").join(columns)
 
 
+RowWriter = Callable[[str, str], str]  # (a token's source line, its predicted tag) -> line
+
+
+def _write_tagged(examples: list, predictions: list, write_row: RowWriter) -> list[str]:
+    """The source lines of tagged sentences, each token's line given its predicted tag."""
+    out: list[str] = []
+    for sentence, tags in zip(examples, predictions, strict=True):
+        rows = list(sentence.rows)
+        for row_index, tag in zip(sentence.token_rows, tags, strict=True):
+            rows[row_index] = write_row(rows[row_index], tag)
+        out.extend(rows + [""])
+    return out
+
+
+def _write_conll(examples: list, predictions: list, options: Mapping[str, Any]) -> list[str]:
+    def write_row(row: str, tag: str) -> str:
+        index = _tag_index(len(row.split()), options.get("token_column", 0),
+                           options.get("tag_column", -1))
+        return _replace_column(row, index, tag, " ")
+
+    return _write_tagged(examples, predictions, write_row)
+
+
+def _write_conllu(examples: list, predictions: list, options: Mapping[str, Any]) -> list[str]:
+    index = CONLLU_TAGS[options.get("tag", "upos")]
+    return _write_tagged(examples, predictions,
+                         lambda row, tag: _replace_column(row, index, tag, "\t"))
+
+
+def _write_label_text(examples: list, predictions: list, options: Mapping[str, Any]
+                      ) -> list[str]:
+    return [f"{label} {example.row.strip().split(maxsplit=1)[1]}"
+            for example, label in zip(examples, predictions, strict=True)]
+
+
+def _write_tsv(examples: list, predictions: list, options: Mapping[str, Any]) -> list[str]:
+    header = examples[0].header
+    label_column = options["label_column"]
+    index = header.index(label_column) if label_column in header else None
+    out = ["\t".join(header if index is not None else [*header, label_column])]
+    for example, label in zip(examples, predictions, strict=True):
+        out.append(_replace_column(example.row, index, label, "\t"))
+    return out
+
+
+def _tsv_problem(options: Mapping[str, Any], task: Any | None) -> str | None:
+    """What tsv's options lack for `task` (a TaskType; None: the text of the file alone)."""
+    text_columns = options.get("text_columns")
+    if task is None:
+        return None if text_columns else "--format tsv needs --text-columns"
+    wanted = 2 if task.example is LabeledPair else 1
+    if not text_columns or len(text_columns) != wanted or not options.get("label_column"):
+        return (f"--format tsv for --task {task.name} needs --text-columns with {wanted} "
+                "column name(s) and --label-column")
+    return None
+
+
+def _tsv_labels_there(path: str | Path, examples: list, options: Mapping[str, Any]) -> None:
+    """A labeled tsv file must have the label column (a file without it reads unlabeled)."""
+    header = examples[0].header
+    if options["label_column"] not in header:
+        raise InputFileError(f"{path}: no column {options['label_column']!r} in the header; "
+                             f"it has {', '.join(header)}. Check --label-column")
+
+
+def _warn_missing_placeholders(path: str | Path, examples: list, labels: Sequence[str]) -> None:
+    """label-text lines start with a label: warn when their first words look like text (more
+    than one distinct word that is not a label), since that word is not predicted on."""
+    unknown = [e.label for e in examples if e.label not in labels]
+    if len(set(unknown)) > 1:
+        warnings.warn(f"{path}: {len(unknown)} lines start with a word that is not one of the "
+                      f"run's labels ({', '.join(labels)}); label-text lines are 'LABEL "
+                      "sentence', so each first word was read as the label, not as text. Put "
+                      "a placeholder label (such as _) before each sentence", stacklevel=3)
+
+
+def _no_problem(options: Mapping[str, Any], task: Any | None) -> str | None:
+    return None
+
+
+def _nothing_to_check(path: str | Path, examples: list, found: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class DatasetFormat:
+    """A format of `elmo task` data: its `name` (`--format`), `help` (one line), `read(path,
+    **options)` -> examples, the reader's `options` (TaskConfig fields and `elmo task`
+    options of the same names, besides `encoding_errors`), the `examples` it reads into (a
+    task type reads the formats that give its `example`), the `suffixes` a file name is told
+    by (plain or .gz) when --format is not given, and `write(examples, predictions, options)`
+    -> the lines of the input with the predictions in (None: the task type writes them).
+    `problem(options, task)`: what the options lack (None: nothing; `task` None: the text of
+    the file alone); `check_labeled(path, examples, options)`: a labeled split lacks what
+    training or scoring needs; `check_unlabeled(path, examples, labels)`: warn about an
+    input to predict that looks misread."""
+
+    name: str
+    help: str
+    read: Callable[..., list]
+    options: tuple[str, ...]
+    examples: tuple[type, ...]
+    suffixes: tuple[str, ...] = ()
+    write: Callable[[list, list, Mapping[str, Any]], list[str]] | None = None
+    problem: Callable[[Mapping[str, Any], Any], str | None] = _no_problem
+    check_labeled: Callable[[str | Path, list, Mapping[str, Any]], None] = _nothing_to_check
+    check_unlabeled: Callable[[str | Path, list, Sequence[str]], None] = _nothing_to_check
+
+    @property
+    def tokenizes(self) -> bool:
+        """Whether it splits raw text (with --tokenizer), rather than reading tokens."""
+        return "tokenizer" in self.options
+
+    def reader_options(self, values: Mapping[str, Any], labeled: bool = True
+                       ) -> dict[str, Any]:
+        """The reader's keywords from `values` (a config's or the command's options); not
+        `labeled`: no tag check."""
+        options = {name: values[name] for name in self.options}
+        if not labeled and "scheme" in options:
+            options["scheme"] = None
+        return {**options, "encoding_errors": values["encoding_errors"]}
+
+
+FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
+    DatasetFormat("conll", "token per line, white-space columns, blank line between sentences",
+                  read_conll, ("token_column", "tag_column", "scheme"), (TaggedSentence,),
+                  (".conll",), _write_conll),
+    DatasetFormat("conllu", "CoNLL-U, 10 tab-separated fields per word", read_conllu,
+                  ("tag",), (TaggedSentence,), (".conllu",), _write_conllu),
+    DatasetFormat("label-text", "'LABEL sentence' per line", read_label_text, ("tokenizer",),
+                  (LabeledText,), (), _write_label_text,
+                  check_unlabeled=_warn_missing_placeholders),
+    DatasetFormat("tsv", "header row, tab-separated columns", read_tsv,
+                  ("text_columns", "label_column", "tokenizer"), (LabeledText, LabeledPair),
+                  (".tsv",), _write_tsv, problem=_tsv_problem,
+                  check_labeled=_tsv_labels_there),
+    DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0)", read_squad, ("tokenizer",),
+                  (SquadQuestion,), (".json",)),
+)}
+
+
+def dataset_format(name: str) -> DatasetFormat:
+    """The record of format `name`; ValueError naming the formats for another."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; choose one of: {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def format_of_name(path: str | Path) -> str | None:
+    """The format a file's name tells by its suffix (after .gz), None when none does."""
+    suffix = Path(str(path).removesuffix(".gz")).suffix.lower()
+    return next((f.name for f in FORMATS.values() if suffix and suffix in f.suffixes), None)
+
+
+def formats_help() -> str:
+    """Each format with its help and suffixes, for --format's help."""
+    return "; ".join(f"{f.name}: {f.help}" + (f" ({', '.join(f.suffixes)})" if f.suffixes
+                                              else "") for f in FORMATS.values())
+
+
+def read_dataset(path: str | Path, format: str, **options) -> list:
+    """Read `path` in `format` (a key of FORMATS) with that reader's keyword options."""
+    return dataset_format(format).read(path, **options)
+
+
 def write_predictions(
     path: str | Path, format: str, examples: list, predictions: list, **options
 ) -> None:
     """Write `examples` back in `format` with their tags or labels replaced by `predictions`
     (added where the input had none), atomically. `options` are the reader's options."""
-    out: list[str] = []
-    if format in ("conll", "conllu"):
-        for sentence, tags in zip(examples, predictions, strict=True):
-            rows = list(sentence.rows)
-            for row_index, tag in zip(sentence.token_rows, tags, strict=True):
-                row = rows[row_index]
-                if format == "conllu":
-                    index = CONLLU_TAGS[options.get("tag", "upos")]
-                    rows[row_index] = _replace_column(row, index, tag, "\t")
-                else:
-                    columns = len(row.split())
-                    index = _tag_index(columns, options.get("token_column", 0),
-                                       options.get("tag_column", -1))
-                    rows[row_index] = _replace_column(row, index, tag, " ")
-            out.extend(rows + [""])
-    elif format == "label-text":
-        for example, label in zip(examples, predictions, strict=True):
-            out.append(f"{label} {example.row.strip().split(maxsplit=1)[1]}")
-    elif format == "tsv":
-        header = examples[0].header
-        label_column = options["label_column"]
-        index = header.index(label_column) if label_column in header else None
-        out.append("\t".join(header if index is not None else [*header, label_column]))
-        for example, label in zip(examples, predictions, strict=True):
-            out.append(_replace_column(example.row, index, label, "\t"))
-    else:
-        raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
-    atomic_write_text(path, "\n".join(out) + "\n")
+    write = dataset_format(format).write
+    if write is None:
+        raise ValueError(f"format {format!r} has no writer of predictions")
+    atomic_write_text(path, "\n".join(write(examples, predictions, options)) + "\n")

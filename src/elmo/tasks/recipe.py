@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from elmo.errors import ElmoError, InputFileError
+from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text
 from elmo.loading.formats.native import is_native_dir
 from elmo.loading.load import load_model
@@ -20,7 +20,7 @@ from elmo.loading.resolve import find_official_pair
 from elmo.runs import METRICS_NAME, TASK, changed_options, claim_run_folder
 from elmo.tasks.config import RESUMABLE_CHANGES, TaskConfig
 from elmo.tasks.data import Encoded, build_vocab, flat_sentences, held_out_split, nested_sample
-from elmo.tasks.readers import read_dataset
+from elmo.tasks.readers import FORMATS, read_dataset
 from elmo.tasks.registry import TASKS
 from elmo.tasks.run import (
     RUN_FILES,
@@ -74,11 +74,10 @@ def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
 
 def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
     """`path` read in the run's format; `labeled`: tags or labels checked and required."""
-    examples = read_dataset(path, config.format, **config.reader_options(labeled))
-    if labeled and config.format == "tsv" and config.label_column not in examples[0].header:
-        raise InputFileError(f"{path}: no column {config.label_column!r} in the header; it "
-                             f"has {', '.join(examples[0].header)}. Check --label-column")
+    dataset, options = FORMATS[config.format], config.reader_options(labeled)
+    examples = dataset.read(path, **options)
     if labeled:
+        dataset.check_labeled(path, examples, options)
         TASKS[config.task].require_targets(examples, path)
     return examples
 
@@ -199,17 +198,6 @@ def _warn_unfinished(run_dir: Path, config: TaskConfig) -> None:
                       "to finish it", stacklevel=3)
 
 
-def _warn_missing_placeholders(examples: list, labels: list[str], path: str) -> None:
-    """label-text lines start with a label: warn when their first words look like text (more
-    than one distinct word that is not a label), since that word is not predicted on."""
-    unknown = [e.label for e in examples if e.label not in labels]
-    if len(set(unknown)) > 1:
-        warnings.warn(f"{path}: {len(unknown)} lines start with a word that is not one of the "
-                      f"run's labels ({', '.join(labels)}); label-text lines are 'LABEL "
-                      "sentence', so each first word was read as the label, not as text. Put "
-                      "a placeholder label (such as _) before each sentence", stacklevel=3)
-
-
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
     """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
     config, labels = run_config(run_dir, **overrides)  # the file is read before the model
@@ -228,8 +216,7 @@ def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overr
     config, labels = run_config(run_dir, **overrides)
     _warn_unfinished(Path(run_dir), config)
     examples = read_split(config, input_path, labeled=False)
-    if config.format == "label-text":
-        _warn_missing_placeholders(examples, labels, input_path)
+    FORMATS[config.format].check_unlabeled(input_path, examples, labels)
     run = Run.load(run_dir, **overrides)
     run.kind.write_predictions(output_path, examples, run.predict(examples), run.config)
     return len(examples)

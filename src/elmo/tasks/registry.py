@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from elmo.tasks.classifier import Classifier, ClassifierConfig
 from elmo.tasks.pair import PairClassifier, PairConfig
+from elmo.tasks.readers import LabeledPair, LabeledText, TaggedSentence
 from elmo.tasks.span import SpanTask
 from elmo.tasks.tagger import Tagger, TaggerConfig
 from elmo.tasks.task_type import LabelTask, TaskType
 
 TASKS: dict[str, TaskType] = {task.name: task for task in (
-    LabelTask("tagging", Tagger, TaggerConfig, ("conll", "conllu")),
-    LabelTask("classification", Classifier, ClassifierConfig, ("label-text", "tsv")),
-    LabelTask("pair", PairClassifier, PairConfig, ("tsv",)),
+    LabelTask("tagging", Tagger, TaggerConfig, TaggedSentence),
+    LabelTask("classification", Classifier, ClassifierConfig, LabeledText),
+    LabelTask("pair", PairClassifier, PairConfig, LabeledPair),
     SpanTask(),
 )}

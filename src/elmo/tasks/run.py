@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from elmo.device import resolve_device
-from elmo.embed import Embedder
+from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading.formats.native import is_native_dir
@@ -51,6 +51,7 @@ from elmo.tasks.data import Batch, Encoded, flat_sentences
 from elmo.tasks.features import LayerStore, cached_layers, layer_rms
 from elmo.tasks.finetune import FineTuneConfig, GradualUnfreezer
 from elmo.tasks.model import TaskModel
+from elmo.tasks.readers import FORMATS
 from elmo.tasks.registry import TASKS
 from elmo.tasks.word_vectors import load_word_vectors, vector_dim
 
@@ -69,7 +70,7 @@ def resolve_config(config: TaskConfig) -> TaskConfig:
         elmo = str(Path(elmo).resolve())
     if tokenizer is None:
         recorded = resolve_model(elmo).recorded_tokenizer() if elmo and \
-            config.format in ("label-text", "tsv", "squad") else None
+            FORMATS[config.format].tokenizes else None
         tokenizer = recorded or "whitespace"
     if embedding_dim is None:
         embedding_dim = vector_dim(config.word_vectors) if config.word_vectors else 100

@@ -24,6 +24,7 @@ from elmo.tasks.encoder import EncoderConfig, WordEncoder, run_lstm
 from elmo.tasks.pooling import masked_softmax, max_mean_pool
 from elmo.tasks.squad import SquadQuestion, answer_counts, squad_scores, write_squad_predictions
 from elmo.tasks.task_type import TaskType
+from elmo.tokenize import TOKENIZERS
 
 ANSWER, NO_ANSWER = "answer", "no-answer"  # the span task's "labels": what training had
 
@@ -119,7 +120,7 @@ class SpanTask(TaskType):
     F1 (and exact match). Its labels record whether training had unanswerable questions."""
 
     name, model, model_config = "span", SpanModel, SpanConfig
-    formats, metrics = ("squad",), ("squad-f1",)
+    example, metrics = SquadQuestion, ("squad-f1",)
 
     def labels(self, examples: Sequence[SquadQuestion]) -> list[str]:
         return [ANSWER, NO_ANSWER] if any(q.impossible for q in examples) else [ANSWER]
@@ -161,7 +162,7 @@ class SpanTask(TaskType):
     def evaluate(self, examples: Sequence[SquadQuestion], predictions: Sequence[str],
                  config: Any) -> dict[str, float]:
         scores = squad_scores(predictions, [q.answers for q in examples],
-                              characters=config.tokenizer in ("chars", "jieba"))
+                              characters=TOKENIZERS[config.tokenizer].characters)
         return {"score": scores["f1"], "exact_match": scores["exact_match"]}
 
     def write_predictions(self, path: str | Path, examples: Sequence[SquadQuestion],

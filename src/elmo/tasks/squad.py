@@ -26,7 +26,7 @@ from typing import Any
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import open_input
-from elmo.tokenize import get_tokenizer
+from elmo.tokenize import TOKENIZERS, get_tokenizer
 
 
 @dataclass
@@ -73,10 +73,10 @@ def token_offsets(text: str, tokens: Sequence[str], tokenizer: str, where: str
     for token in tokens:
         start = text.find(token, cursor)
         if start < 0 or text[cursor:start].strip():
+            keeping = " or ".join(kind.name for kind in TOKENIZERS.values() if kind.keeps_text)
             raise InputFileError(
                 f"{where}: token {token!r} of --tokenizer {tokenizer} is not in the text after "
-                f"character {cursor}; the tokenizer changed the text. Use --tokenizer "
-                "whitespace, moses or chars")
+                f"character {cursor}; the tokenizer changed the text. Use --tokenizer {keeping}")
         offsets.append((start, start + len(token)))
         cursor = start + len(token)
     return offsets

@@ -26,13 +26,14 @@ from elmo.tasks.readers import TaggedSentence, write_predictions
 
 
 class TaskType:
-    """A kind of task: its model class and config, the formats it reads, its metrics, and
-    how examples become targets and predictions become output."""
+    """A kind of task: its model class and config, the examples it reads (it reads the
+    formats of `elmo.tasks.readers.FORMATS` that give them), its metrics, and how examples
+    become targets and predictions become output."""
 
     name: str
     model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output), has loss, predict
     model_config: type  # an EncoderConfig
-    formats: tuple[str, ...]
+    example: type  # TaggedSentence, LabeledText, ...
     metrics: tuple[str, ...]  # the first is the default
 
     def default_metric(self, config: Any) -> str:
@@ -89,9 +90,9 @@ class LabelTask(TaskType):
     """Tasks with labels: one tag per token (tagging) or one label per sentence or pair."""
 
     def __init__(self, name: str, model: type[nn.Module], model_config: type,
-                 formats: tuple[str, ...]) -> None:
-        self.name, self.model, self.model_config, self.formats = name, model, model_config, \
-            formats
+                 example: type) -> None:
+        self.name, self.model, self.model_config, self.example = name, model, model_config, \
+            example
         self.tagging = name == "tagging"
         self.metrics = ("accuracy", "span-f1") if self.tagging else ("accuracy",)
 

@@ -13,8 +13,9 @@ from typing import Any
 from elmo.config import check_fields
 from elmo.device import PRECISIONS
 from elmo.errors import raise_failed
+from elmo.io.inputs import INPUT_FORMATS
 from elmo.modules.language_model import SOFTMAX_MODES
-from elmo.tokenize import TOKENIZER_NAMES
+from elmo.tokenize import TOKENIZERS
 
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "slanted-triangular")
@@ -26,7 +27,8 @@ DEFAULT_PREFETCH = 4  # batches prepared ahead by a thread on CUDA
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
     "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
-    "deterministic", "precision", "prefetch", "weights_copy", "weights_copy_shard_mib",
+    "deterministic", "precision", "prefetch", "cuda_graphs", "weights_copy",
+    "weights_copy_shard_mib",
 })
 
 
@@ -34,12 +36,18 @@ RESUMABLE_CHANGES = frozenset({
 class TrainConfig:
     """Options of `elmo train`; `None` means "derive it" (see each field)."""
 
-    train: list[str] = field(default_factory=list)  # files or glob patterns, plain or .gz
+    # Files, glob patterns, a WikiExtractor folder (plain or .gz), or a prepared corpus.
+    train: list[str] = field(default_factory=list)
     valid: str | None = None  # held-out text for perplexity and best-model selection
+    # The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a name.
+    input_format: str = "auto"
     # Model.
     preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
     init_from: str | None = None  # continue training this model (architecture from it)
     dropout: float = 0.1
+    # A new model's LSTM clips its cell and projection at the preset's values (3, as bilm-tf);
+    # False: no clipping, which trains through torch's LSTM kernel (cuDNN on a GPU).
+    lstm_clip: bool = True
     # Vocabulary and tokens.
     vocab: str | None = None  # bilm-tf vocabulary file (None: built from the training data)
     min_count: int = 1
@@ -71,6 +79,8 @@ class TrainConfig:
     # Batches prepared ahead by a background thread (None: DEFAULT_PREFETCH on CUDA, 0 (none)
     # elsewhere).
     prefetch: int | None = None
+    # On CUDA, replay the whole training step from a CUDA graph (False: every step eagerly).
+    cuda_graphs: bool = True
     # ULMFiT-style fine-tuning (Howard and Ruder 2018).
     discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
     schedule: str = "constant"
@@ -94,10 +104,13 @@ class TrainConfig:
             (bool(self.train), "at least one training file is needed"),
             (self.preset is None or self.init_from is None,
              "give a preset or a model to continue from (--init-from), not both"),
-            (self.tokenizer in TOKENIZER_NAMES, f"tokenizer must be one of {TOKENIZER_NAMES}"),
+            (self.lstm_clip or self.init_from is None,
+             "--no-lstm-clip concerns a new model: a continued one keeps its own clipping"),
+            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {tuple(TOKENIZERS)}"),
+            (self.input_format in INPUT_FORMATS, f"input format must be one of {INPUT_FORMATS}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision is None or self.precision in PRECISIONS,
-             f"precision must be one of {PRECISIONS}"),
+             f"precision must be one of {tuple(PRECISIONS)}"),
             (self.prefetch is None or self.prefetch >= 0, "prefetch must be >= 0"),
             (self.weights_copy_shard_mib > 0, "weights copy shard MiB must be > 0"),
             (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),

@@ -22,7 +22,7 @@ import torch
 from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
 from elmo.loading.formats.native import VOCAB_NAME
-from elmo.loading.formats.registry import NATIVE
+from elmo.loading.formats.registry import FORMATS
 from elmo.loading.load import load_model
 from elmo.loading.resolve import ModelFiles, resolve_model
 from elmo.modules.bilm import BiLM
@@ -88,8 +88,10 @@ def build_language_model(config: TrainConfig, vocab: Vocabulary) -> BiLanguageMo
             source.bilm.config, vocab_size=len(vocab), dropout=config.dropout
         )
     else:
+        unclipped = {} if config.lstm_clip else {"cell_clip": None, "proj_clip": None}
         bilm_config = BiLMConfig.preset(
-            config.preset or DEFAULT_PRESET, vocab_size=len(vocab), dropout=config.dropout
+            config.preset or DEFAULT_PRESET, vocab_size=len(vocab), dropout=config.dropout,
+            **unclipped,
         )
     lm = BiLanguageModel(BiLM(bilm_config), len(vocab), config.softmax, config.num_samples)
     if source is not None:
@@ -103,7 +105,7 @@ def load_language_model(
 ) -> tuple[BiLanguageModel, Vocabulary]:
     """A model written by `elmo train` or a shipped name, with its softmax and vocabulary."""
     files = resolve_model(model)
-    source = load_init_source(files) if files.format == NATIVE.name else None
+    source = load_init_source(files) if FORMATS[files.format].vocab_name else None
     if source is None or source.softmax is None or source.vocab is None:
         raise ElmoError(
             f"{model} is not a model with a softmax and vocabulary: perplexity needs a "

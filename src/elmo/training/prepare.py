@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.data.prepared import PreparedCorpus, open_corpus
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text
 from elmo.loading.formats.native import RUN_NAME, VOCAB_NAME, WEIGHTS_NAME
@@ -45,6 +46,7 @@ def scan_corpus(
     paths: Sequence[Path],
     tokenizer: str = "whitespace",
     *,
+    input_format: str = "auto",
     build_vocab: bool = True,
     min_count: int = 1,
     max_vocab: int | None = None,
@@ -54,8 +56,9 @@ def scan_corpus(
     stats = CorpusStats()
 
     def counted() -> Iterator[list[str]]:
-        bar = tqdm(iter_sentences(paths, tokenizer), desc="scanning corpus", unit=" sent",
-                   disable=not progress, mininterval=1.0)
+        bar = tqdm(iter_sentences(paths, tokenizer, input_format=input_format),
+                   desc="scanning corpus", unit=" sent", disable=not progress,
+                   mininterval=1.0)
         for words in bar:
             stats.n_sentences += 1
             stats.n_tokens += len(words) + 1
@@ -112,24 +115,34 @@ def prepare_run(
     and build the vocabulary without writing anything: the directory is written by
     `start_run_dir` once the model is built, so a failed start leaves nothing behind.
     `say` reports what happens."""
-    files = [str(p) for p in expand_paths(config.train)]
+    corpus = open_corpus(config.train, config.tokenizer, config.input_format)
+    files = corpus.files
     if config.weights_copy is not None:
         check_weights_copy(Path(config.weights_copy), out_dir)
     if marked and (out_dir / RUN_NAME).exists():  # else killed before it started: start anew
         info = _check_resume(config, out_dir, world_size, files, say)
-        return PreparedRun(info, Vocabulary.from_file(out_dir / VOCAB_NAME), fresh=False)
+        vocab = Vocabulary.from_file(out_dir / VOCAB_NAME)
+        if isinstance(corpus, PreparedCorpus) and corpus.vocab != vocab:
+            raise ElmoError(f"the prepared corpus {files[0]} has another vocabulary than the "
+                            f"run in {out_dir}: resuming needs the corpus it started with")
+        return PreparedRun(info, vocab, fresh=False)
     clashes = [name for name in (CHECKPOINT_NAME, WEIGHTS_NAME) if (out_dir / name).exists()]
     if not marked and clashes:
         raise ElmoError(f"{out_dir} holds {', '.join(clashes)} but no {MARKER_NAME}: it is not a "
                         "training run directory; choose a new --out")
     valid = expand_paths([config.valid]) if config.valid is not None else None
-    if valid is not None and next(iter_sentences(valid, config.tokenizer), None) is None:
+    if valid is not None and next(iter_sentences(valid, config.tokenizer,
+                                                 input_format=config.input_format), None) is None:
         raise ElmoError(f"the validation file {config.valid} has no sentences")
-    say(f"scanning {len(files)} training file(s)")
-    stats, vocab = scan_corpus(
-        [Path(f) for f in files], config.tokenizer, build_vocab=config.vocab is None,
-        min_count=config.min_count, max_vocab=config.max_vocab, progress=progress,
-    )
+    if isinstance(corpus, PreparedCorpus):
+        stats, vocab = _prepared_stats(config, corpus)
+    else:
+        say(f"scanning {len(files)} training file(s)")
+        stats, vocab = scan_corpus(
+            corpus.paths, config.tokenizer, input_format=config.input_format,
+            build_vocab=config.vocab is None, min_count=config.min_count,
+            max_vocab=config.max_vocab, progress=progress,
+        )
     if stats.n_sentences == 0:
         raise ElmoError(f"the training files {config.train} have no sentences")
     if vocab is None:
@@ -138,6 +151,24 @@ def prepare_run(
         f"vocabulary of {len(vocab):,} words")
     info = RunInfo(config, files, stats.n_sentences, stats.n_tokens, world_size)
     return PreparedRun(info, vocab, fresh=True)
+
+
+def _prepared_stats(config: TrainConfig, corpus: PreparedCorpus
+                    ) -> tuple[CorpusStats, Vocabulary]:
+    """A prepared corpus's counts and vocabulary, which the vocabulary options given must
+    not contradict."""
+    manifest, where = corpus.manifest, corpus.directory
+    if config.vocab is not None and Vocabulary.from_file(config.vocab) != corpus.vocab:
+        raise ElmoError(f"--vocab {config.vocab} is not the vocabulary of the prepared corpus "
+                        f"{where}: leave --vocab out (the corpus's is used), or prepare the "
+                        "corpus with it")
+    built = (manifest.min_count, manifest.max_vocab)
+    if (config.min_count, config.max_vocab) not in ((1, None), built):
+        how = "given as a file" if built[0] is None else f"built with --min-count {built[0]}" \
+            + (f" --max-vocab {built[1]}" if built[1] is not None else "")
+        raise ElmoError(f"the prepared corpus {where} brings its vocabulary ({how}): leave "
+                        "--min-count and --max-vocab out, or prepare the corpus with them")
+    return CorpusStats(manifest.n_sentences, manifest.n_tokens), corpus.vocab
 
 
 def start_run_dir(out_dir: Path, prepared: PreparedRun) -> None:

@@ -18,10 +18,19 @@ optimizer state and metrics as a run never interrupted, bit for bit, as long as 
 the same number of torch threads on the same device: every CPU kernel of a training step is
 deterministic for a given thread count (see `BiLM.encode_tokens`, `SoftmaxHead.rows`).
 
-On a GPU: the precision of `elmo.training.precision` (bf16 autocast by default), the fastest
-optimizer implementation (`elmo.training.optimizer`), and batches prepared ahead by a thread in
-pinned memory (`prefetch`, `elmo.training.stream.PreparedBatches`). A checkpoint holds CPU
-tensors only and resumes on any device.
+A step reads nothing back from the device (`elmo.training.step`): its losses, gradient norm
+and non-finite values are summed there and read every `log_every` steps and before anything is
+validated or saved. A loss or gradient norm that is NaN or infinite stops the run there with
+`TrainingDiverged`, which names the step it first happened at and the window in which it was
+found; nothing is saved after the last checkpoint (the steps after the non-finite one have
+been taken, on NaN weights, but the run stops before it writes anything).
+
+On a GPU: a precision of `elmo.device.PRECISIONS` (bf16 autocast by default), the fastest
+optimizer implementation (`elmo.training.optimizer`), batches prepared ahead by a thread in
+pinned memory (`prefetch`, `elmo.training.stream.PreparedBatches`) with the sampled softmax's
+candidates, and the whole step replayed from a CUDA graph (`cuda_graphs`,
+`elmo.training.step.GraphedStep`). A checkpoint holds CPU tensors only and resumes on any
+device.
 
 A time budget (`max_minutes`) ends the run after the first step that finishes that many minutes
 after this process's first step (the directory scan and model setup do not count; validation
@@ -46,13 +55,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn.utils import clip_grad_norm_
 from tqdm import tqdm
 
 from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
-from elmo.device import bf16_autocast, tf32_allowed
+from elmo.device import PRECISIONS, default_precision, tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
@@ -73,22 +81,28 @@ from elmo.runs import (
     claim_run_folder,
     restore_rng,
 )
-from elmo.tokenize import get_tokenizer
 from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import DEFAULT_PREFETCH, TrainConfig
 from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
-from elmo.training.precision import resolve_precision
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
 from elmo.training.saving import save_language_model, write_weights_copy
-from elmo.training.stream import BatchEncoder, BatchTensors, PreparedBatches, TrainStream
+from elmo.training.step import GraphedStep, StatsReading, StepStats, TrainStep
+from elmo.training.stream import (
+    BatchEncoder,
+    BatchTensors,
+    CandidateSampler,
+    PreparedBatches,
+    TrainStream,
+)
 from elmo.vocab import Vocabulary
 
 
 class TrainingDiverged(ElmoError):
-    """The loss or the gradient norm became NaN or infinite; nothing was saved after it."""
+    """The loss or the gradient norm became NaN or infinite; nothing was saved after the last
+    checkpoint."""
 
 
 @dataclass
@@ -140,7 +154,7 @@ class Trainer:
     ) -> None:
         self.config, self.out = config, Path(out_dir)
         self.world = world or World(device=resolve_device(config.device))
-        self.precision = resolve_precision(config.precision, self.world.device)
+        self.precision = config.precision or default_precision("train", self.world.device)
         self.verbose = progress and self.world.is_main
         self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
         # Held until the run ends: rank 0's claim on the run directory, the batch thread.
@@ -157,6 +171,8 @@ class Trainer:
         self.base_lrs: list[float]  # of the groups, before the schedule's multiplier
         self.optimizer: torch.optim.Optimizer
         self.batches: PreparedBatches
+        self.stats: StepStats  # the step's sums on the device
+        self.train_step: Callable[[BatchTensors], None]  # a TrainStep, graphed on CUDA
         # Where training stands; `_setup` sets it from the checkpoint when resuming:
         self.step = 0
         self.best: float | None = None  # the best validation perplexity
@@ -164,10 +180,11 @@ class Trainer:
         self.last_checkpoint: int | None = None  # its step
         self.resumed_window: dict[str, float] = {}  # the checkpoint's `_Window.state()`
         # Set by `_run` at this process's first step:
-        self.window: _Window  # the losses and throughput since the last log line
+        self.window: _Window  # the steps and throughput since the last log line
         self._started: float  # `_now()` then: the start of the time budget
         self._wall_start: float  # `time.monotonic()` then: the metrics' minutes
         self._clock: float  # `_now()` at the last step that asked
+        self._read_upto: int  # the last step whose sums were read back from the device
         self._saved_at: float  # `_clock` at the last checkpoint
 
     # ---- setup ----------------------------------------------------------------------
@@ -234,19 +251,26 @@ class Trainer:
                                            cfg.discriminative_lr)
         param_groups = [{"params": g.params, "lr": lr, "name": g.name}
                         for g, lr in zip(self.groups, self.base_lrs, strict=True)]
+        on_cuda = world.device.type == "cuda"
+        graphs = cfg.cuda_graphs and on_cuda
         self.optimizer = build_optimizer(cfg.optimizer, param_groups, cfg.learning_rate,
-                                         world.device)
+                                         world.device, capturable=graphs)
 
         bptt = BPTTConfig(batch_size=cfg.batch_size, unroll_steps=cfg.unroll_steps,
                           max_chars=lm.bilm.config.max_characters_per_token,
                           shuffle_window=cfg.shuffle_window, seed=cfg.seed)
         stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
-                             bptt, world.rank, world.world_size)
-        on_cuda = world.device.type == "cuda"
+                             bptt, world.rank, world.world_size, cfg.input_format)
         ahead = cfg.prefetch if cfg.prefetch is not None else (DEFAULT_PREFETCH if on_cuda else 0)
-        encoder = BatchEncoder(self.vocab, self.lm.bilm.indexer, pin_memory=on_cuda)
+        sampler = CandidateSampler(len(self.vocab), cfg.num_samples, cfg.seed, world.rank) \
+            if lm.softmax_mode == "sampled" else None
+        encoder = BatchEncoder(self.vocab, self.lm.bilm.indexer, on_cuda, sampler)
         self.batches = PreparedBatches(stream, encoder, ahead)
         self._held.callback(self.batches.close)
+        self.stats = StepStats(world.device)
+        step = TrainStep(self.lm, self.optimizer, world, self.stats, cfg.clip_norm,
+                         cfg.unroll_steps, self.precision)
+        self.train_step = GraphedStep(step, self.batches.quiet) if graphs else step
         if prepared.fresh:  # everything that could fail before training did not
             self._on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
         if ckpt is None:
@@ -257,7 +281,7 @@ class Trainer:
                             f"{world.world_size}")
         load_optimizer_state(self.optimizer, ckpt.optimizer)
         mine = ckpt.ranks[world.rank]
-        self.batches.load_state_dict(mine.stream)
+        self.batches.load_state_dict(mine.stream, ckpt.step)
         if mine.lstm_states is not None:
             self.lm.bilm.carried_states = [
                 (h.to(world.device), c.to(world.device)) for h, c in mine.lstm_states
@@ -278,7 +302,7 @@ class Trainer:
     def run(self) -> TrainResult:
         """Train to the end (or resume and finish); returns where it stopped."""
         with (deterministic_algorithms(self.config.deterministic),
-              tf32_allowed(self.precision == "tf32"), self._held):
+              tf32_allowed(PRECISIONS[self.precision].tf32), self._held):
             return self._run()
 
     def _run(self) -> TrainResult:
@@ -296,34 +320,39 @@ class Trainer:
         else:
             self._say(f"training {self.total_steps:,} steps "
                       f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
-        if self.precision == "tf32" and self.world.device.type != "cuda":
-            self._say(f"--precision tf32 concerns CUDA matmuls: on {self.world.device.type} "
-                      "the run computes in fp32")
+        if not PRECISIONS[self.precision].applies_on(self.world.device):
+            self._say(f"--precision {self.precision} has no effect on "
+                      f"{self.world.device.type}: the run computes in fp32")
         last_valid = None
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
-        self.window = _Window(**self.resumed_window)
+        self.stats.steps.fill_(self.step)
+        self._read_upto = self.step  # the last step read back from the device
+        self.window = _Window(self.stats, self.world.is_main, **self.resumed_window)
         self._started = self._saved_at = self._clock = _now()
         self._wall_start = time.monotonic()  # for the metrics' minutes, apart from the budget
         out_of_time = False
         with self._bar:
             while not (stopped_early or out_of_time) and self.step < self.total_steps:
-                loss_f, loss_b, n_tokens = self._train_step(next(self.batches))
+                self.window.add(self._train_step(next(self.batches)))
                 self.step += 1
-                self.window.add(loss_f, loss_b, n_tokens)
                 self._bar.update(1)
                 end = self.step >= self.total_steps
                 out_of_time, checkpoint_due = self._timers(end)
                 stop = end or out_of_time
-                if self.step % cfg.log_every == 0 or stop:
+                log = self.step % cfg.log_every == 0 or stop
+                validate = cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop)
+                save = stop or checkpoint_due or self.step % cfg.checkpoint_every == 0
+                if log or validate or save:  # read the device's sums; raise if diverged
+                    self._read_window()
+                if log:
                     self._log_train(self.window)
-                    self.window = _Window()
-                if cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop):
+                    self.window = _Window(self.stats, self.world.is_main)
+                if validate:
                     with self.window.paused():  # tokens/s counts training time only
                         last_valid = self._evaluate()
                     stopped_early = self._patience_spent()
-                if (stop or stopped_early or checkpoint_due
-                        or self.step % cfg.checkpoint_every == 0):
+                if save or stopped_early:
                     self._checkpoint(finished=end or stopped_early)
         self._bar = None
         if out_of_time:
@@ -350,49 +379,44 @@ class Trainer:
             and self._clock - self._started >= 60.0 * cfg.max_minutes,
             cfg.checkpoint_minutes is not None
             and self._clock - self._saved_at >= 60.0 * cfg.checkpoint_minutes,
-        ], dtype=torch.float32, device=self.world.device)
-        out_of_time, checkpoint_due = (self.world.sum(flags) > 0).tolist()
+        ], dtype=torch.float32)  # on the host: alone, no device is waited for
+        if self.world.distributed:
+            flags = self.world.sum(flags.to(self.world.device))
+        out_of_time, checkpoint_due = (flags > 0).tolist()
         return out_of_time, checkpoint_due
 
     def _patience_spent(self) -> bool:
         patience = self.config.early_stopping_patience
         return patience is not None and self.bad_evals >= patience
 
-    def _train_step(self, batch: BatchTensors) -> tuple[float, float, int]:
-        """One optimizer step; returns the mean forward and backward losses over the ranks
-        and the number of tokens predicted (per direction) by all ranks."""
-        cfg, lm, device = self.config, self.lm, self.world.device
+    def _train_step(self, batch: BatchTensors) -> int:
+        """One optimizer step, nothing read back from the device; returns the number of
+        tokens this rank predicted (per direction)."""
+        cfg = self.config
         set_trainable(self.groups, trainable_groups(self.step, len(self.groups),
                                                     self.unfreeze_every))
         multiplier = lr_multiplier(cfg.schedule, self.step, self.total_steps, cfg.warmup_frac)
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * multiplier
+        self.train_step(batch)
+        return batch.n_tokens
 
-        char_ids, targets, mask = batch.to(device)
-        with bf16_autocast(self.precision, device):
-            losses = lm(char_ids, targets, mask)
-        self.optimizer.zero_grad(set_to_none=True)
-        (losses.total * cfg.unroll_steps).backward()
-        params = [p for p in lm.parameters() if p.grad is not None]
-        self.world.average_gradients(params)
-        grad_norm = clip_grad_norm_(params, cfg.clip_norm)
+    def _read_window(self) -> None:
+        """Read the window's sums back from the device into `self.window`; raise
+        TrainingDiverged if a step since the last reading had a non-finite loss or norm."""
+        reading = self.stats.read(self.world, self.window.tokens)
+        if reading.bad_step is not None:
+            raise TrainingDiverged(self._diverged_message(reading))
+        self.window.reading, self._read_upto = reading, self.step
 
-        stats = torch.stack([losses.forward.detach().float(), losses.backward.detach().float(),
-                             grad_norm.detach().float().to(device),
-                             mask.sum().float()])
-        loss_f, loss_b, norm, n_tokens = self.world.sum(stats).tolist()
-        size = self.world.world_size
-        loss_f, loss_b, norm = loss_f / size, loss_b / size, norm / size
-        if not all(math.isfinite(v) for v in (loss_f, loss_b, norm)):
-            raise TrainingDiverged(self._diverged_message(loss_f, loss_b, norm))
-        self.optimizer.step()
-        return loss_f, loss_b, int(n_tokens)
-
-    def _diverged_message(self, loss_f: float, loss_b: float, norm: float) -> str:
+    def _diverged_message(self, reading: StatsReading) -> str:
+        loss_f, loss_b, norm = reading.bad_values
         saved = (f"the checkpoint of step {self.last_checkpoint:,} in {self.out} is intact"
                  if self.last_checkpoint is not None else "no checkpoint had been written yet")
-        return (f"training diverged at step {self.step + 1:,}: forward loss {loss_f}, backward "
-                f"loss {loss_b}, gradient norm {norm}. Nothing was saved after it; {saved}. "
+        return (f"training diverged at step {reading.bad_step:,}: forward loss {loss_f}, "
+                f"backward loss {loss_b}, gradient norm {norm} (found when steps "
+                f"{self._read_upto + 1:,}-{self.step:,} were read back from the device). Nothing "
+                f"was saved after it; {saved}. "
                 "Lower --lr (or --clip-norm) and run the same command to resume from it.")
 
     def _log_train(self, window: _Window) -> None:
@@ -418,9 +442,9 @@ class Trainer:
     def _evaluate(self) -> PerplexityTotals:
         """Validation perplexity (each rank scores its share); keeps the best model."""
         cfg, world = self.config, self.world
-        sentences = iter_sentences(expand_paths([cfg.valid]), get_tokenizer(cfg.tokenizer),
-                                   rank=world.rank, world_size=world.world_size)
-        with tf32_allowed(False):
+        sentences = iter_sentences(expand_paths([cfg.valid]), cfg.tokenizer, rank=world.rank,
+                                   world_size=world.world_size, input_format=cfg.input_format)
+        with PRECISIONS["fp32"].computing(world.device):
             totals = evaluate_perplexity(self.lm, sentences, self.vocab, cfg.batch_size)
         sums = world.sum(torch.tensor(
             [totals.nll_forward, totals.nll_backward, totals.n_tokens],
@@ -486,20 +510,28 @@ class Trainer:
 
 
 class _Window:
-    """Training losses since the last log line, and this process's throughput (the losses
-    resume from a checkpoint's `state()`; the clock and token count start anew)."""
+    """The steps since the last log line: their losses, summed on the device (`StepStats`)
+    and read back (`reading`) before a log line, a validation or a checkpoint; this process's
+    throughput. The losses resume from a checkpoint's `state()` (held by rank 0: they are the
+    sums over every rank); the clock and token count start anew."""
 
-    def __init__(self, sum_f: float = 0.0, sum_b: float = 0.0, steps: int = 0) -> None:
+    def __init__(self, stats: StepStats, main: bool, sum_f: float = 0.0, sum_b: float = 0.0,
+                 steps: int = 0) -> None:
+        if main:
+            stats.start_window(sum_f, sum_b)
+        else:
+            stats.start_window()
         self.start = time.perf_counter()
-        self.sum_f, self.sum_b, self.steps = sum_f, sum_b, steps
-        self.tokens = 0
+        self.steps = steps
+        self.tokens = 0  # predicted by this rank
+        self.reading = StatsReading(sum_f, sum_b, 0)  # the last read back
 
     def state(self) -> dict[str, float]:
-        return {"sum_f": self.sum_f, "sum_b": self.sum_b, "steps": self.steps}
+        """What a checkpoint keeps (right after a reading)."""
+        return {"sum_f": self.reading.sum_forward, "sum_b": self.reading.sum_backward,
+                "steps": self.steps}
 
-    def add(self, loss_f: float, loss_b: float, n_tokens: int) -> None:
-        self.sum_f += loss_f
-        self.sum_b += loss_b
+    def add(self, n_tokens: int) -> None:
         self.steps += 1
         self.tokens += n_tokens
 
@@ -513,9 +545,12 @@ class _Window:
             self.start += time.perf_counter() - start
 
     def summary(self) -> tuple[float, float, float]:
-        """Mean forward loss, mean backward loss, tokens per second."""
+        """Mean forward loss, mean backward loss, tokens per second (of every rank), as of
+        the last reading."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        return self.sum_f / self.steps, self.sum_b / self.steps, self.tokens / elapsed
+        reading = self.reading
+        return (reading.sum_forward / self.steps, reading.sum_backward / self.steps,
+                reading.tokens / elapsed)
 
 
 def train(config: TrainConfig, out_dir: str | Path, progress: bool = True) -> TrainResult:

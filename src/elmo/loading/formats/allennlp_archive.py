@@ -18,7 +18,6 @@ clipping at 3, skip connections).
 
 from __future__ import annotations
 
-import json
 import pickle
 import warnings
 from collections.abc import Collection, Iterator
@@ -31,6 +30,7 @@ from elmo.config import BiLMConfig
 from elmo.errors import ElmoError
 from elmo.loading.formats.allennlp import DIRECTIONS, LSTM, TOKEN_EMBEDDER, from_allennlp
 from elmo.loading.formats.bilm_tf import read_options
+from elmo.loading.formats.untrusted import check_torch_file, named_file, read_json
 from elmo.loading.releases import RELEASED_MODELS
 from elmo.modules.bilm import BiLM
 
@@ -80,6 +80,7 @@ def load_allennlp_archive(directory: str | Path) -> BiLM:
 
 
 def _read_weights(path: Path) -> dict[str, Any]:
+    check_torch_file(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
@@ -116,12 +117,14 @@ def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
         if (directory / FILES_TO_ARCHIVE).is_file() else {}
     for key, value in named:
         name = value.replace("\\", "/").rsplit("/", 1)[-1]
-        candidates = [directory / ARCHIVED_DIR / key] if key in archived else []
+        where = f"{config_path}: {key}"
+        candidates = [named_file(directory, f"{ARCHIVED_DIR}/{key}", where)] \
+            if key in archived else []
         if "://" not in value:
-            candidates.append(directory / value)
-        candidates.append(directory / name)
+            candidates.append(named_file(directory, value, where))
+        candidates.append(named_file(directory, name, where))
         for candidate in candidates:
-            if candidate.is_file():
+            if candidate is not None and candidate.is_file():
                 return _read_options(candidate)
         if name in RELEASED_OPTIONS:
             return released_config(state)
@@ -167,9 +170,11 @@ def _options_files(config: Any, key: str = "") -> Iterator[tuple[str, str]]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        data = read_json(path)
+    except OSError as err:
         raise ArchiveFormatError(f"{path} is not a readable JSON file: {err}") from None
+    except ValueError as err:
+        raise ArchiveFormatError(str(err)) from None
     if not isinstance(data, dict):
         raise ArchiveFormatError(f"{path} should hold a JSON object")
     return data

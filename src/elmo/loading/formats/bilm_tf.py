@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import h5py
 import numpy as np
@@ -19,6 +19,7 @@ from elmo.config import BiLMConfig
 from elmo.errors import ElmoError, ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading.formats.native import CARD_NAME, CONFIG_NAME, RUN_NAME
+from elmo.loading.formats.untrusted import read_hdf5_dataset, read_json
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 from elmo.runs import MARKER_NAME
@@ -55,32 +56,20 @@ def _lstm_name(direction: int, layer: int, tensor: str) -> str:
 
 
 def _read(f: h5py.File, name: str, shape: tuple[int, ...], where: str) -> np.ndarray:
-    if name not in f:
-        raise WeightsMismatchError(f"{where}: tensor {name!r} is missing (expected shape {shape})")
-    array = np.asarray(f[name][...], dtype=np.float32)
-    if array.shape != shape:
-        raise WeightsMismatchError(
-            f"{where}: tensor {name!r} has shape {tuple(array.shape)}, but the options "
-            f"describe {shape}; are the options and weights files from the same model?"
-        )
-    return array
+    return read_hdf5_dataset(f, name, shape, where, "the options", WeightsMismatchError)
 
 
 def read_options(path: str | Path) -> BiLMConfig:
     """Parse an official options.json into a BiLMConfig."""
     path = Path(path)
     try:
-        return parse_options(path.read_bytes(), str(path))
+        return parse_options(read_json(path), str(path))
     except FileNotFoundError:
         raise ModelNotFoundError(f"options file not found: {path}") from None
 
 
-def parse_options(data: bytes, where: str) -> BiLMConfig:
-    """The BiLMConfig of an official options.json's bytes (`where`: the file, for errors)."""
-    try:
-        options = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ModelFileError(f"{where} is not a valid options.json: {err}") from err
+def parse_options(options: Any, where: str) -> BiLMConfig:
+    """The BiLMConfig of an official options.json's value (`where`: the file, for errors)."""
     try:
         return BiLMConfig.from_options(options)
     except (ValueError, TypeError) as err:

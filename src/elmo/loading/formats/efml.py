@@ -13,7 +13,6 @@ order i, f, g, o with no constant forget bias (ours: i, g, f, o plus 1).
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
@@ -24,8 +23,15 @@ from typing import Any
 
 import torch
 
-from elmo.config import BiLMConfig
+from elmo.config import BiLMConfig, ConfigFieldError
 from elmo.errors import ModelFileError
+from elmo.loading.formats.untrusted import (
+    MAX_VOCABULARY_BYTES,
+    check_torch_file,
+    named_file,
+    read_json,
+    weights_bytes,
+)
 from elmo.modules.bilm import BiLM
 
 CONFIG_NAME = "config.json"
@@ -70,12 +76,10 @@ def efml_files(names: Collection[str]) -> list[str]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         raise EfmlFormatError(f"{path} is missing (an ELMoForManyLangs model directory "
                               f"needs {', '.join(REQUIRED_FILES)})") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise EfmlFormatError(f"{path} is not valid JSON: {err}") from err
     if not isinstance(data, dict):
         raise EfmlFormatError(f"{path} should hold a JSON object")
     return data
@@ -86,7 +90,8 @@ def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
 
     Looked for as the package does: the path as given (relative to the model directory),
     then its file name in the model directory (released models record an absolute path of
-    their authors' machine), then the package's bundled configs of that name.
+    their authors' machine), then the package's bundled configs of that name. Nothing outside
+    the model directory is read (`untrusted.named_file`).
     """
     model_dir = Path(model_dir)
     options = _read_json(model_dir / CONFIG_NAME)
@@ -95,7 +100,9 @@ def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
         raise EfmlFormatError(f"{model_dir / CONFIG_NAME} has no config_path naming the "
                               "network config")
     name = os.path.basename(given.replace("\\", "/"))
-    candidates = list(dict.fromkeys((model_dir / given, model_dir / name)))
+    where = f"{model_dir / CONFIG_NAME}: its config_path"
+    named = (named_file(model_dir, given, where), named_file(model_dir, name, where))
+    candidates = list(dict.fromkeys(p for p in named if p is not None))
     for candidate in candidates:
         if candidate.is_file():
             return _read_json(candidate), str(candidate)
@@ -110,7 +117,8 @@ def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
 
 def network_to_config(network: dict[str, Any], chars: list[str], words: list[str],
                       where: str) -> BiLMConfig:
-    """An EfML network config (+ its vocabularies) -> our BiLMConfig."""
+    """An EfML network config (+ its vocabularies) -> our BiLMConfig; an error names the
+    network config's key."""
     try:
         embedder, encoder = network["token_embedder"], network["encoder"]
         if str(embedder["name"]).lower() != "cnn" or str(encoder["name"]).lower() != "elmo":
@@ -118,13 +126,15 @@ def network_to_config(network: dict[str, Any], chars: list[str], words: list[str
                 f"{where}: token_embedder {embedder['name']!r} with encoder "
                 f"{encoder['name']!r}; only the 'cnn' token embedder with the 'elmo' encoder "
                 "(every released model) is supported")
-        if embedder["char_dim"] <= 0:
-            raise EfmlFormatError(f"{where}: char_dim {embedder['char_dim']}: models without "
-                                  "a character CNN are not supported")
+        char_dim, word_dim = embedder["char_dim"], embedder["word_dim"]
+        if isinstance(char_dim, int) and char_dim <= 0:
+            raise EfmlFormatError(f"{where}: char_dim {char_dim}: models without a character "
+                                  "CNN are not supported")
+        with_words = isinstance(word_dim, int) and word_dim > 0
         return BiLMConfig(
             token_encoder="vocab",
-            char_embed_dim=embedder["char_dim"],
-            filters=tuple(tuple(f) for f in embedder["filters"]),
+            char_embed_dim=char_dim,
+            filters=embedder["filters"],
             n_highway=embedder["n_highway"],
             activation=embedder.get("activation", "relu"),
             max_characters_per_token=embedder["max_characters_per_token"],
@@ -135,16 +145,32 @@ def network_to_config(network: dict[str, Any], chars: list[str], words: list[str
             proj_clip=encoder.get("proj_clip") or None,
             use_skip_connections=True,
             char_vocab=tuple(chars),
-            word_vocab=tuple(words) if embedder["word_dim"] > 0 else (),
-            word_embed_dim=max(0, embedder["word_dim"]),
+            word_vocab=tuple(words) if with_words else (),
+            word_embed_dim=word_dim if with_words or not isinstance(word_dim, int) else 0,
             dropout=network.get("dropout", 0.1),
         )
-    except (KeyError, TypeError) as err:
+    except (KeyError, TypeError, AttributeError) as err:
         raise EfmlFormatError(f"{where} lacks a network field: {err!r}") from err
+    except ConfigFieldError as err:
+        field = NETWORK_KEYS.get(err.field, err.field)
+        raise EfmlFormatError(f"{where}: {field} {err.problem}") from None
     except ValueError as err:
         if isinstance(err, EfmlFormatError):
             raise
         raise EfmlFormatError(f"{where}: {err}") from err
+
+
+# The network config's key of each BiLMConfig field that `network_to_config` sets from it.
+NETWORK_KEYS = {
+    "char_embed_dim": "token_embedder.char_dim", "filters": "token_embedder.filters",
+    "filters' widths": "token_embedder.filters' widths",
+    "filters' counts": "token_embedder.filters' counts",
+    "n_highway": "token_embedder.n_highway", "activation": "token_embedder.activation",
+    "max_characters_per_token": "token_embedder.max_characters_per_token",
+    "word_embed_dim": "token_embedder.word_dim", "lstm_dim": "encoder.dim",
+    "projection_dim": "encoder.projection_dim", "n_layers": "encoder.n_layers",
+    "cell_clip": "encoder.cell_clip", "proj_clip": "encoder.proj_clip",
+}
 
 
 def released_config(chars: list[str], words: list[str]) -> BiLMConfig:
@@ -156,6 +182,9 @@ def read_dic(path: Path) -> list[str]:
     """A `token<TAB>id` file -> tokens by id. A line left with one field after stripping had
     white space for its token: it is the full-width space U+3000, as the package reads it."""
     try:
+        if path.stat().st_size > MAX_VOCABULARY_BYTES:
+            raise EfmlFormatError(f"{path} is {path.stat().st_size:,} bytes, more than the "
+                                  f"{MAX_VOCABULARY_BYTES:,} a vocabulary may take")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise EfmlFormatError(f"{path} is missing (the model's config needs it)") from None
@@ -179,19 +208,24 @@ def read_dic(path: Path) -> list[str]:
     return [by_id[i] for i in range(len(by_id))]
 
 
-def load_state(path: Path) -> dict[str, torch.Tensor]:
-    """A `torch.save`d state dict, read with weights_only=True: tensors only, no code. A file
-    that is no torch file at all (empty, text, an HTML page, a Git LFS pointer) is named as
-    such before torch reads it."""
+def load_state(path: Path, max_bytes: int) -> dict[str, torch.Tensor]:
+    """A `torch.save`d state dict of at most `max_bytes`, read with weights_only=True:
+    tensors only, no code. A file that is no torch file at all (empty, text, an HTML page, a
+    Git LFS pointer) is named as such before torch reads it, one whose records torch would
+    inflate whole is refused (`untrusted.check_torch_file`)."""
     if not path.is_file():
         raise EfmlFormatError(f"{path} is missing (an ELMoForManyLangs model directory needs "
                               f"{', '.join(REQUIRED_FILES)})")
+    if path.stat().st_size > max_bytes:
+        raise EfmlFormatError(f"{path} is {path.stat().st_size:,} bytes, more than the "
+                              f"{max_bytes:,} the weights of its network config take")
     with path.open("rb") as f:
         head = f.read(len(_LEGACY_TORCH_MAGIC))
     if not head or (not head.startswith((_ZIP_MAGIC, _LEGACY_TORCH_MAGIC))
                     and _LEGACY_TORCH_MAGIC[: len(head)] != head):  # (or cut inside its magic)
         raise EfmlFormatError(f"{path} is {_what_it_is(path, head)}, not a torch file: "
                               "download or copy the model again")
+    check_torch_file(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's warnings repeat what the error says
@@ -264,13 +298,15 @@ def load_efml(model_dir: str | Path) -> BiLM:
     model_dir = Path(model_dir)
     network, where = read_network_config(model_dir)
     chars = read_dic(model_dir / CHAR_DIC)
-    word_dim = network.get("token_embedder", {}).get("word_dim", 0)
+    embedder = network.get("token_embedder")
+    word_dim = embedder.get("word_dim", 0) if isinstance(embedder, dict) else 0
     words = read_dic(model_dir / WORD_DIC) if isinstance(word_dim, int) and word_dim > 0 else []
     config = network_to_config(network, chars, words, where)
+    max_bytes = weights_bytes(config.n_parameters)
     model = BiLM(config)
     enc, c = model.token_encoder, config
     embedder_path, encoder_path = model_dir / TOKEN_EMBEDDER, model_dir / ENCODER
-    state = load_state(embedder_path)
+    state = load_state(embedder_path, max_bytes)
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
         return _take(state, name, shape, embedder_path, where)
@@ -298,7 +334,7 @@ def load_efml(model_dir: str | Path) -> BiLM:
     enc.projection.weight.copy_(take("projection.weight", (c.projection_dim, width)))
     enc.projection.bias.copy_(take("projection.bias", (c.projection_dim,)))
 
-    state = load_state(encoder_path)
+    state = load_state(encoder_path, max_bytes)
     p, cell = c.projection_dim, c.lstm_dim
     for k, layer in enumerate(model.lstm.layers):
         for d, direction in enumerate(("forward", "backward")):

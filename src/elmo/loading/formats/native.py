@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 from elmo.config import BiLMConfig
 from elmo.errors import ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
+from elmo.loading.formats.untrusted import MAX_VOCABULARY_BYTES, read_json
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 
@@ -135,11 +136,14 @@ def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
             f"{model_dir} is not a model directory: it needs {CONFIG_NAME} and {WEIGHTS_NAME} "
             f"(or {INDEX_NAME} and its shards)"
         )
+    config_path = model_dir / CONFIG_NAME
+    data = read_json(config_path, max_bytes=MAX_VOCABULARY_BYTES)  # it may list vocabularies
     try:
-        config = BiLMConfig.load(model_dir / CONFIG_NAME)
-    except (ValueError, TypeError, UnicodeDecodeError) as err:
-        raise ModelFileError(f"{model_dir / CONFIG_NAME} is not a valid model config: {err}") \
-            from err
+        if not isinstance(data, dict):
+            raise ValueError("it should hold a JSON object")
+        config = BiLMConfig.from_dict(data)
+    except (ValueError, TypeError) as err:
+        raise ModelFileError(f"{config_path} is not a valid model config: {err}") from err
     tensors, source = _read_tensors(model_dir)
     model = BiLM(config)
     own = model.state_dict()
@@ -165,7 +169,7 @@ def _read_tensors(model_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
         return _load_file(model_dir / WEIGHTS_NAME), model_dir / WEIGHTS_NAME
     index_path = model_dir / INDEX_NAME
     try:
-        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = read_json(index_path)["weight_map"]
         shards = sorted(set(weight_map.values()))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ModelFileError(f"{index_path} is not a valid shard index (a JSON object with a "

@@ -5,7 +5,9 @@
 The two model files are bilm-tf's (`formats/bilm_tf.py`) under other names. The vocabulary,
 the training corpus's words by frequency, is not needed: the biLM reads characters. An
 archive is read without unpacking it to disk: `model.hdf5` is read into memory, where h5py
-opens it.
+opens it. Each member's declared size is checked before it is read: `options.json` may take
+what any config file may, `model.hdf5` what the weights of the architecture the options
+declare take (`untrusted.weights_bytes`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from pathlib import Path
 
 from elmo.errors import ModelFileError
 from elmo.loading.formats.bilm_tf import load_bilm_tf, parse_options, read_weights
+from elmo.loading.formats.untrusted import (
+    MAX_CONFIG_BYTES,
+    read_json,
+    read_zip_member,
+    weights_bytes,
+)
 from elmo.modules.bilm import BiLM
 
 OPTIONS_NAME = "options.json"
@@ -31,8 +39,22 @@ def holds_nlpl(names: Collection[str]) -> bool:
 
 
 def is_zip_archive(path: Path) -> bool:
-    """Whether `path` is a ZIP file (as NLPL's models are published)."""
-    return path.is_file() and zipfile.is_zipfile(path)
+    """Whether `path` is a ZIP file (as NLPL's models are published). A file named `.zip`, or
+    that starts as a ZIP file does, but is not a complete one (a truncated download, a page
+    saved under the archive's name, an empty file) is a ModelFileError."""
+    if not path.is_file():
+        return False
+    if zipfile.is_zipfile(path):
+        return True
+    with path.open("rb") as f:
+        starts_as_zip = f.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC
+    if starts_as_zip or path.suffix.lower() == ".zip":
+        raise ModelFileError(f"{path} is not a complete ZIP archive (truncated download?): "
+                             f"download it again; an NLPL model is {LAYOUT}")
+    return False
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # a ZIP file's first local header
 
 
 def load_nlpl(path: str | Path) -> BiLM:
@@ -44,9 +66,12 @@ def load_nlpl(path: str | Path) -> BiLM:
         if not holds_nlpl(archive.namelist()):
             raise ModelFileError(f"{path} holds no NLPL model ({LAYOUT}); found "
                                  f"{', '.join(sorted(archive.namelist())) or 'no files'}")
-        config = parse_options(archive.read(OPTIONS_NAME), f"{path}:{OPTIONS_NAME}")
-        weights = io.BytesIO(archive.read(WEIGHTS_NAME))
-    return read_weights(config, weights, f"{path}:{WEIGHTS_NAME}")
+        options = read_zip_member(archive, OPTIONS_NAME, MAX_CONFIG_BYTES, str(path))
+        where = f"{path}:{OPTIONS_NAME}"
+        config = parse_options(read_json(options, where), where)
+        weights = read_zip_member(archive, WEIGHTS_NAME, weights_bytes(config.n_parameters),
+                                  str(path))
+    return read_weights(config, io.BytesIO(weights), f"{path}:{WEIGHTS_NAME}")
 
 
 def _open_archive(path: Path) -> zipfile.ZipFile:

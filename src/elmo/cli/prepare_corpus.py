@@ -1,0 +1,67 @@
+"""`elmo prepare-corpus`: a corpus as token ids in a run's vocabulary, compressed and sharded,
+for `elmo train --train DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from elmo.cli.common import (
+    add_corpus_tokenizer,
+    add_input_format,
+    add_overwrite,
+    add_vocab_options,
+)
+from elmo.data.prepared import MANIFEST_NAME, SHARD_TOKENS, VOCAB_NAME, prepare_corpus
+from elmo.vocab import Vocabulary
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    p = sub.add_parser(
+        name,
+        help="prepare a corpus for elmo train: token ids, compressed, in shards",
+        description="Read the training files as `elmo train` reads them (--input-format, "
+        "--tokenizer), build the vocabulary as it does (or take --vocab), and write OUT: "
+        f"{MANIFEST_NAME} (tokenizer, vocabulary sha256, counts, each shard's sha256), "
+        f"{VOCAB_NAME} and shard-NNNNN.xz files of token ids (xz-compressed uint32, sentence "
+        "boundaries kept). `elmo train --train OUT` reads it instead of the text and gets the "
+        "same batches; a run needs only the shards it reaches. OUT is written beside itself "
+        "and renamed into place when complete; run the same command again after an "
+        "interruption, and it resumes after the last shard it wrote.",
+    )
+    p.add_argument("--train", nargs="+", required=True, metavar="PATH",
+                   help="training files or glob patterns (quote globs), or a folder of "
+                   "WikiExtractor's wiki_NN files; required")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write; required")
+    add_corpus_tokenizer(p, note=": train with the same")
+    add_input_format(p)
+    add_vocab_options(p)
+    p.add_argument("--shard-tokens", type=int, default=SHARD_TOKENS, metavar="N",
+                   help=f"tokens per shard, about (default {SHARD_TOKENS:,})")
+    add_overwrite(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.min_count < 1:
+        parser.error("--min-count must be at least 1")
+    if args.max_vocab is not None and args.max_vocab < 4:
+        parser.error("--max-vocab must be at least 4")
+    if args.shard_tokens < 1:
+        parser.error("--shard-tokens must be at least 1")
+    if args.vocab is not None and (args.min_count != 1 or args.max_vocab is not None):
+        parser.error("--min-count and --max-vocab build a vocabulary: not with --vocab")
+    vocab = Vocabulary.from_file(args.vocab) if args.vocab is not None else None
+    manifest = prepare_corpus(
+        args.train, args.out, args.tokenizer, input_format=args.input_format, vocab=vocab,
+        min_count=args.min_count, max_vocab=args.max_vocab, shard_tokens=args.shard_tokens,
+        overwrite=args.overwrite, progress=not args.quiet)
+    if not args.quiet:
+        size = sum(s.bytes for s in manifest.shards)
+        words = manifest.n_tokens - manifest.n_sentences
+        print(f"{manifest.n_sentences:,} sentences, {words:,} words in "
+              f"{len(manifest.shards)} shard(s), {size / 2**20:.2f} MiB "
+              f"({size / max(words, 1):.3f} bytes a word); vocabulary of "
+              f"{manifest.vocab_size:,} -> {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,360 @@
+"""A prepared corpus: a corpus as token ids in a run's vocabulary, compressed, in shards, with a
+manifest and checksums, which `elmo train --train DIR` reads instead of the text, batch for
+batch the same (`open_corpus` tells which it is given).
+
+    DIR/manifest.json       format and version, tokenizer, input format, sources, the
+                            vocabulary's size and sha256, the counts, and each shard: file,
+                            sha256, bytes, sentences, tokens, words outside the vocabulary
+    DIR/vocab.txt.xz        the vocabulary (bilm-tf's format, xz-compressed): the run's
+    DIR/shard-00000.xz ...  the sentences, in stream order, a shard after another
+
+A shard is one xz stream (`lzma`, the standard library's) of three parts: the length of every
+sentence of the stream (uint32, little-endian; the length of a sentence the tokenizer left
+empty is 0, so that the sentence index, which decides the ranks' shares and the position a run
+resumes at, is the text's), the token ids (uint32), and the JSON list of the shard's words
+outside the vocabulary. Id `i` below the vocabulary's size V is its word; `V + k` is the k-th
+word outside it, so that the words the model reads from their characters stay what the text
+had. Sentences never span two shards. A run reads one shard at a time, checks its sha256 and
+its size, and skips whole shards to reach the position it resumes at; a shard the run does not
+reach need not be there (a machine can hold the shards it will read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from elmo.data.corpus import TextCorpus, expand_paths, iter_lines, split_language
+from elmo.errors import InputFileError
+from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
+from elmo.io.inputs import AUTO
+from elmo.tokenize import get_tokenizer
+from elmo.vocab import Vocabulary
+
+MANIFEST_NAME = "manifest.json"
+PROGRESS_NAME = "progress.json"  # how far a preparation got, in OUT's partial copy
+VOCAB_NAME = "vocab.txt.xz"
+FORMAT = "elmo-prepared-corpus"
+VERSION = 1
+SHARD_TOKENS = 1_000_000  # tokens per shard by default: about 1.3 MB of English text
+_UINT32 = np.dtype("<u4")
+
+
+@dataclass
+class Shard:
+    """One shard file: its name, sha256 and size, and what it holds (`sentences`: those of
+    the stream, empty ones included; `tokens`: words; `unknown`: distinct words outside the
+    vocabulary; `raw_bytes`: its size decompressed)."""
+
+    file: str
+    sha256: str
+    bytes: int
+    raw_bytes: int
+    sentences: int
+    tokens: int
+    unknown: int
+
+
+@dataclass
+class Manifest:
+    """What a prepared corpus holds. `n_sentences` and `n_tokens` count as a text corpus's
+    scan does: non-empty sentences, and their words plus one </S> each. `min_count` and
+    `max_vocab`: how the vocabulary was built from the corpus (None, None: it was given)."""
+
+    tokenizer: str
+    input_format: str
+    sources: list[str]
+    vocab_size: int
+    vocab_sha256: str
+    min_count: int | None = None
+    max_vocab: int | None = None
+    n_sentences: int = 0
+    n_tokens: int = 0
+    shards: list[Shard] = field(default_factory=list)
+    format: str = FORMAT
+    version: int = VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT or data.get("version") != VERSION:
+                raise ValueError(f"format {data.get('format')!r} version "
+                                 f"{data.get('version')!r}, not {FORMAT!r} version {VERSION}")
+            manifest = _manifest(data)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+            raise InputFileError(f"{path} is not the manifest of a prepared corpus ({err}); "
+                                 "prepare the corpus again with `elmo prepare-corpus`") from None
+        bad = [s.file for s in manifest.shards if Path(s.file).name != s.file
+               or s.file.startswith(".")]
+        if bad:
+            raise InputFileError(f"{path} names a shard outside its folder ({bad[0]!r})")
+        return manifest
+
+
+def vocab_sha256(vocab: Vocabulary) -> str:
+    """The sha256 of a vocabulary as its file holds it (a word per line)."""
+    return hashlib.sha256("".join(w + "\n" for w in vocab).encode("utf-8")).hexdigest()
+
+
+def is_prepared_corpus(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a folder holding a prepared corpus's manifest."""
+    return (Path(path) / MANIFEST_NAME).is_file()
+
+
+class PreparedCorpus:
+    """A prepared corpus read as the sentences of its text: `sentences` as
+    `TextCorpus.sentences` yields them for the same text, tokenizer and vocabulary."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.manifest = Manifest.read(self.directory / MANIFEST_NAME)
+        self.vocab = _read_vocab(self.directory / VOCAB_NAME)
+        if (len(self.vocab), vocab_sha256(self.vocab)) != (self.manifest.vocab_size,
+                                                            self.manifest.vocab_sha256):
+            raise InputFileError(f"{self.directory / VOCAB_NAME} is not the vocabulary the "
+                                 f"corpus in {self.directory} was prepared with (its sha256 "
+                                 "differs from the manifest's)")
+        self.tokenizer = self.manifest.tokenizer
+        self._words = self.vocab.words
+
+    @property
+    def files(self) -> list[str]:
+        return [str(self.directory)]
+
+    def sentences(self, rank: int = 0, world_size: int = 1, start: int = 0
+                  ) -> Iterator[list[str]]:
+        """Rank `rank`'s non-empty sentences from its `start`-th on: sentence `i` of the
+        stream is rank `i % world_size`'s, as `elmo.data.corpus.iter_sentences` has it."""
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world={world_size}")
+        if start < 0:
+            raise ValueError(f"start must be >= 0, got {start}")
+        index = rank + start * world_size  # the next sentence of the stream to read
+        offset = 0  # the stream index of the shard's first sentence
+        for shard in self.manifest.shards:
+            end = offset + shard.sentences
+            if index < end:
+                lengths, ids, table = self._read(shard)
+                ends = np.cumsum(lengths, dtype=np.int64)
+                for i in range(index - offset, shard.sentences, world_size):
+                    if lengths[i]:
+                        yield [table[t] for t in ids[ends[i] - lengths[i]:ends[i]].tolist()]
+                index = end + (index - end) % world_size  # the next of this rank
+            offset = end
+
+    def _read(self, shard: Shard) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """A shard's sentence lengths, token ids and id -> word table, checked."""
+        path = self.directory / shard.file
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise InputFileError(f"{path} is missing: the manifest lists it, and the run has "
+                                 "reached it; bring it beside the manifest") from None
+        if len(data) != shard.bytes or hashlib.sha256(data).hexdigest() != shard.sha256:
+            raise InputFileError(f"{path} is damaged: its size or sha256 is not the "
+                                 "manifest's; copy it again")
+        try:
+            raw = lzma.LZMADecompressor().decompress(data, max_length=shard.raw_bytes + 1)
+        except lzma.LZMAError as err:
+            raise InputFileError(f"{path} is not an xz stream ({err})") from None
+        words_at = 4 * (shard.sentences + shard.tokens)
+        if len(raw) != shard.raw_bytes or words_at > len(raw):
+            raise InputFileError(f"{path} does not hold what the manifest says")
+        lengths = np.frombuffer(raw, _UINT32, shard.sentences)
+        ids = np.frombuffer(raw, _UINT32, shard.tokens, offset=4 * shard.sentences)
+        unknown = json.loads(raw[words_at:].decode("utf-8"))
+        if (int(lengths.sum(dtype=np.int64)) != shard.tokens or len(unknown) != shard.unknown
+                or (shard.tokens and int(ids.max()) >= len(self._words) + len(unknown))):
+            raise InputFileError(f"{path} does not hold what the manifest says")
+        return lengths, ids, self._words + unknown
+
+
+class _ShardWriter:
+    """Sentences -> shard files of about `shard_tokens` tokens in `directory`, after the
+    `shards` written already."""
+
+    def __init__(self, directory: Path, vocab: Vocabulary, shard_tokens: int,
+                 shards: list[Shard]) -> None:
+        self.directory, self.shard_tokens = directory, shard_tokens
+        self.index = {w: i for i, w in enumerate(vocab)}
+        self.size = len(vocab)
+        self.shards = shards
+        self._start()
+
+    def _start(self) -> None:
+        self.lengths, self.ids = array("I"), array("I")
+        self.unknown: dict[str, int] = {}
+
+    def add(self, tokens: Sequence[str]) -> bool:
+        """Add a sentence; whether a shard was written."""
+        ids = []
+        for word in tokens:
+            i = self.index.get(word)
+            if i is None:
+                i = self.size + self.unknown.setdefault(word, len(self.unknown))
+            ids.append(i)
+        self.lengths.append(len(ids))
+        self.ids.extend(ids)
+        return len(self.ids) >= self.shard_tokens and self.close()
+
+    def close(self) -> bool:
+        """Write the shard begun, if it holds a sentence; whether it did."""
+        if not self.lengths:
+            return False
+        words = json.dumps(list(self.unknown), ensure_ascii=False).encode("utf-8")
+        raw = (np.asarray(self.lengths, _UINT32).tobytes() + np.asarray(self.ids, _UINT32)
+               .tobytes() + words)
+        data = lzma.compress(raw)
+        name = f"shard-{len(self.shards):05d}.xz"
+        with atomic_output(self.directory / name) as tmp:
+            tmp.write_bytes(data)
+        self.shards.append(Shard(name, hashlib.sha256(data).hexdigest(), len(data), len(raw),
+                                 len(self.lengths), len(self.ids), len(self.unknown)))
+        self._start()
+        return True
+
+
+def prepare_corpus(
+    train: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    tokenizer: str = "whitespace",
+    *,
+    input_format: str = AUTO,
+    vocab: Vocabulary | None = None,
+    min_count: int = 1,
+    max_vocab: int | None = None,
+    shard_tokens: int = SHARD_TOKENS,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> Manifest:
+    """Prepare the corpus of the files or globs `train` (read as `elmo train` reads them) into
+    the folder `out`: its vocabulary (`vocab`, or built from it as `elmo train` builds it:
+    `min_count`, `max_vocab`), then its sentences in shards of about `shard_tokens` tokens.
+    `out` is written beside itself (`.OUT.new`) and renamed into place when complete; an
+    existing prepared corpus there is replaced only with `overwrite`. Killed, the same call
+    resumes after the last shard written, if the files (names, sizes, modification times) and
+    options are the same. Returns the manifest."""
+    if shard_tokens < 1:
+        raise ValueError(f"shard_tokens must be >= 1, got {shard_tokens}")
+    out, paths = Path(out), expand_paths(train)
+    if out.is_dir() and any(out.iterdir()) and not is_prepared_corpus(out):
+        raise InputFileError(f"{out} holds files but no prepared corpus ({MANIFEST_NAME}), "
+                             "and it is replaced whole: give a new or empty folder")
+    identity = {"version": VERSION, "tokenizer": tokenizer, "input_format": input_format,
+                "vocab": None if vocab is None else vocab_sha256(vocab), "min_count": min_count,
+                "max_vocab": max_vocab, "shard_tokens": shard_tokens,
+                "files": [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]}
+    with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
+          atomic_directory(out, keep_partial=True) as new):
+        state = _progress(new, identity)
+        if state is None:
+            for stale in new.iterdir():
+                stale.unlink()
+            vocab, manifest = _start(paths, tokenizer, input_format, vocab, min_count,
+                                     max_vocab, progress)
+            _write_vocab(new / VOCAB_NAME, vocab)
+            state = {"identity": identity, "read": 0, "manifest": asdict(manifest)}
+        else:
+            vocab, manifest = _read_vocab(new / VOCAB_NAME), _manifest(state["manifest"])
+            if progress:
+                print(f"resuming after {state['read']:,} sentences ({len(manifest.shards)} "
+                      "shards)", file=sys.stderr)
+        tokenize = get_tokenizer(tokenizer)
+        writer = _ShardWriter(new, vocab, shard_tokens, manifest.shards)
+        lines = tqdm(iter_lines(paths, input_format, split_language(tokenizer)),
+                     desc="preparing corpus", unit=" sent", disable=not progress,
+                     mininterval=1.0)
+        for read, line in enumerate(lines, start=1):
+            if read <= state["read"]:
+                continue
+            tokens = tokenize(line)
+            manifest.n_sentences += bool(tokens)
+            manifest.n_tokens += (len(tokens) + 1) if tokens else 0
+            if writer.add(tokens):
+                state.update(read=read, manifest=asdict(manifest))
+                atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
+        writer.close()
+        if manifest.n_sentences == 0:
+            shutil.rmtree(new)  # nothing to resume
+            raise InputFileError(f"the training files {list(map(str, train))} have no "
+                                 "sentences")
+        (new / PROGRESS_NAME).unlink(missing_ok=True)
+        atomic_write_text(new / MANIFEST_NAME, manifest.to_json())
+    return manifest
+
+
+def _start(paths: list[Path], tokenizer: str, input_format: str, vocab: Vocabulary | None,
+           min_count: int, max_vocab: int | None, progress: bool
+           ) -> tuple[Vocabulary, Manifest]:
+    """The vocabulary of a corpus to prepare (built if not given) and its empty manifest."""
+    built = vocab is None
+    if built:
+        sentences = tqdm(TextCorpus(paths, tokenizer, input_format).sentences(),
+                         desc="counting words", unit=" sent", disable=not progress,
+                         mininterval=1.0)
+        vocab = Vocabulary.build(sentences, min_count=min_count, max_size=max_vocab)
+    return vocab, Manifest(tokenizer, input_format, [str(p) for p in paths], len(vocab),
+                           vocab_sha256(vocab), min_count if built else None,
+                           max_vocab if built else None)
+
+
+def _progress(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """What a killed preparation of the same corpus left in `directory`, if any."""
+    try:
+        state = json.loads((directory / PROGRESS_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if state.get("identity") != json.loads(json.dumps(identity)):
+        return None
+    return state
+
+
+def _manifest(data: dict[str, Any]) -> Manifest:
+    return Manifest(**{**data, "shards": [Shard(**s) for s in data["shards"]]})
+
+
+def _write_vocab(path: Path, vocab: Vocabulary) -> None:
+    with atomic_output(path) as tmp, lzma.open(tmp, "wt", encoding="utf-8", newline="\n") as f:
+        f.write("".join(word + "\n" for word in vocab))
+
+
+def _read_vocab(path: Path) -> Vocabulary:
+    try:
+        with lzma.open(path, "rt", encoding="utf-8") as f:
+            return Vocabulary(f.read().splitlines(), source=str(path))
+    except (OSError, lzma.LZMAError, ValueError) as err:
+        raise InputFileError(f"{path} is not a vocabulary ({err})") from None
+
+
+def open_corpus(
+    paths: Sequence[str | os.PathLike[str]], tokenizer: str, input_format: str = AUTO
+) -> TextCorpus | PreparedCorpus:
+    """The corpus `elmo train --train PATH...` reads: a prepared corpus if PATH is one folder
+    holding one, else the text of the files and globs (`TextCorpus`)."""
+    prepared = [p for p in paths if is_prepared_corpus(p)]
+    if not prepared:
+        return TextCorpus(expand_paths(paths), tokenizer, input_format)
+    if len(paths) > 1:
+        raise InputFileError(f"{prepared[0]} is a prepared corpus, which is read alone: give "
+                             "it as the only --train, or prepare all the files into one")
+    corpus = PreparedCorpus(prepared[0])
+    if corpus.tokenizer != tokenizer:
+        raise InputFileError(f"the corpus in {prepared[0]} was prepared with --tokenizer "
+                             f"{corpus.tokenizer}: train with the same (not {tokenizer})")
+    return corpus

@@ -1,0 +1,232 @@
+"""The input kinds of a corpus (elmo.io.inputs): text, FASTA, JSON lines and WikiExtractor's
+output, recognised by name or first line, read streamed, their paragraphs split into
+sentences (elmo.io.sentences); a WikiExtractor folder and a JSON lines file train (and
+resume) as their text does; malformed lines and documents are named and skipped."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import tracemalloc
+import warnings
+
+import pytest
+
+from elmo.cli import main
+from elmo.data.corpus import (
+    count_tokens,
+    expand_paths,
+    iter_lines,
+    iter_sentences,
+    split_language,
+)
+from elmo.errors import InputFileError
+from elmo.io.inputs import INPUT_KINDS, MAX_NAMED, input_kind
+from elmo.io.sentences import SPLITTERS
+from elmo.tokenize import TOKENIZERS
+from tests.helpers.training import (
+    assert_identical,
+    run,
+    run_files,
+    tiny_config,
+    write_corpus,
+    write_documents,
+)
+
+
+def sentences_of(path, **options) -> list[str]:
+    return list(iter_lines(expand_paths([path]), **options))
+
+
+def test_a_wikiextractor_folder_and_json_lines_read_as_their_sentences(tmp_path):
+    corpus = write_documents(tmp_path)
+    want = corpus["text"].read_text(encoding="utf-8").splitlines()
+    files = expand_paths([corpus["wikiextractor"]])
+    assert [f.relative_to(corpus["wikiextractor"]).as_posix() for f in files] == [
+        "AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]  # WikiExtractor's order
+    assert {input_kind(f).name for f in files} == {"wikiextractor"}
+    assert input_kind(corpus["jsonl"]).name == "jsonl"
+    assert input_kind(corpus["text"]).name == "text"
+    assert sentences_of(corpus["wikiextractor"]) == want  # the title lines left out
+    assert sentences_of(corpus["jsonl"]) == want
+    # named as the kind, whatever the file is called
+    assert sentences_of(corpus["jsonl"], input_format="jsonl") == want
+    # read as text, a WikiExtractor file is its lines, markup included
+    as_text = sentences_of(files[0], input_format="text")
+    assert as_text[0].startswith("<doc id=") and "</doc>" in as_text
+
+
+def test_input_kinds_are_recognised_by_name_or_first_line(tmp_path):
+    docs = [{"id": str(i), "text": f"Sentence {i} here. And another one."} for i in range(3)]
+    body = "\n" + "".join(json.dumps(d) + "\n" for d in docs)  # a blank line first
+    cases = {
+        "plain.txt": ("text", "a line\n{not json\n"),
+        "braces.txt": ("text", '{"title": "no text field"}\n'),
+        "dump.txt": ("jsonl", body),  # an object with a "text" string: JSON lines
+        "named.jsonl": ("jsonl", "{bad\n" + body),  # by name, even if its first line is bad
+        "named.ndjson.gz": ("jsonl", body),
+        "wiki_07": ("wikiextractor", '\n<doc id="1" url="?curid=1" title="T">\nT\n</doc>\n'),
+        "seqs.fa": ("fasta", ">p1\nMKV\n"),
+    }
+    for name, (kind, text) in cases.items():
+        path = tmp_path / name
+        if name.endswith(".gz"):
+            path.write_bytes(gzip.compress(text.encode()))
+        else:
+            path.write_text(text, encoding="utf-8")
+        assert input_kind(path).name == kind, name
+    assert set(INPUT_KINDS) == {"text", "fasta", "jsonl", "wikiextractor"}
+    with pytest.raises(InputFileError, match="unknown input format 'xml'"):
+        input_kind(tmp_path / "plain.txt", "xml")
+
+
+def test_a_folder_that_is_not_wikiextractor_output_is_refused(tmp_path):
+    (tmp_path / "AA").mkdir()
+    (tmp_path / "AA" / "wiki_00").write_text('<doc id="1" title="a">\na\n</doc>\n')
+    (tmp_path / "AA" / "notes.txt").write_text("not a wiki file\n")
+    with pytest.raises(InputFileError, match="is a directory, not a text file"):
+        expand_paths([tmp_path])
+    (tmp_path / "AA" / "notes.txt").unlink()
+    (tmp_path / ".hidden").write_text("left out\n")
+    assert expand_paths([tmp_path]) == [tmp_path / "AA" / "wiki_00"]
+
+
+def test_malformed_json_lines_are_named_and_skipped(tmp_path):
+    path = tmp_path / "dump.jsonl"
+    path.write_text('{"text": "One. Two."}\n'  # line 1
+                    "\n"
+                    '{"text": "Three.", \n'  # line 3: cut short
+                    '["text"]\n'  # line 4: not an object
+                    '{"text": 5}\n'  # line 5: no text string
+                    '{"id": 7, "text": "Four.\\n\\nFive."}\n', encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        got = sentences_of(path)
+    assert got == ["One.", "Two.", "Four.", "Five."]
+    messages = [str(w.message) for w in caught]
+    assert messages[0].startswith(f"{path}, line 3: not JSON (")
+    assert messages[1:] == [f'{path}, line {n}: not a JSON object with a "text" string; skipped'
+                            for n in (4, 5)]
+    assert all(m.endswith("; skipped") for m in messages)
+
+
+def test_malformed_wikiextractor_documents_are_named_and_skipped(tmp_path):
+    path = tmp_path / "wiki_00"
+    lines = [
+        '<doc id="1" url="?curid=1" title="Good">',  # 1
+        "Good",
+        "",
+        "Kept one.",
+        "</doc>",  # 5
+        "Stray text.",  # 6: outside a document
+        '<doc id="2" url="?curid=2" title="Unclosed">',  # 7
+        "Lost one.",
+        '<doc url="?curid=3" title="No id">',  # 9
+        "Lost two.",
+        "</doc>",
+        "</doc>",  # 12: closes nothing
+        '<doc id="4" url="?curid=4" title="Also good">',  # 13
+        "Kept two. Kept three.",
+        "</doc>",
+        '<doc id="5" url="?curid=5" title="Cut off">',  # 16
+        "Lost three.",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        got = sentences_of(path)
+    assert got == ["Kept one.", "Kept two.", "Kept three."]
+    assert [str(w.message) for w in caught] == [
+        f"{path}, line 6: text outside a <doc> ... </doc> document; skipped",
+        f"{path}, line 7: document '2' has no </doc> before the next <doc>; skipped",
+        f'{path}, line 9: a <doc> header without id="..."; skipped',
+        f"{path}, line 12: </doc> without a <doc> before it; skipped",
+        f"{path}, line 16: document '5' has no </doc> before the end of the file; skipped",
+    ]
+
+
+def test_after_a_few_named_the_malformed_lines_of_a_file_are_counted(tmp_path):
+    path = tmp_path / "dump.jsonl"
+    path.write_text("".join("{oops\n" if i % 2 else '{"text": "Fine."}\n' for i in range(60)))
+    with pytest.warns(UserWarning) as caught:
+        assert sentences_of(path) == ["Fine."] * 30
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == MAX_NAMED + 1
+    assert messages[-1] == f"{path}: 20 more malformed lines or documents skipped (30 in all)"
+
+
+def test_the_readers_stream(tmp_path):
+    """Reading a WikiExtractor file or a JSON lines file of over 2 MB holds a line (or a document)
+    and I/O buffers, never the file."""
+    rng = random.Random(0)
+    words = ["".join(rng.choices("abcdefghij", k=8)) for _ in range(200)]
+
+    def paragraph() -> str:
+        return " ".join(" ".join(rng.choices(words, k=12)) + "." for _ in range(4))
+
+    docs = [[paragraph() for _ in range(5)] for _ in range(1200)]
+    wiki = tmp_path / "wiki_00"
+    wiki.write_text("".join(f'<doc id="{i}" url="?curid={i}" title="t{i}">\nt{i}\n\n'
+                            + "\n".join(d) + "\n</doc>\n" for i, d in enumerate(docs)))
+    jsonl = tmp_path / "docs.jsonl.gz"
+    jsonl.write_bytes(gzip.compress("".join(json.dumps({"text": "\n".join(d)}) + "\n"
+                                            for d in docs).encode()))
+    assert wiki.stat().st_size > 2_000_000
+    for path in (wiki, jsonl):
+        tracemalloc.start()
+        try:
+            n = count_tokens([path])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert n == 1200 * 5 * 4 * 13
+        assert peak < 256 * 1024, f"peak {peak} bytes while reading {path.name}"
+
+
+def test_paragraphs_are_split_by_the_splitter_of_the_tokenizers_language():
+    assert {kind.language for kind in TOKENIZERS.values()} <= set(SPLITTERS)
+    assert split_language("whitespace") == "en" and split_language("jieba") == "zh"
+    english = SPLITTERS["en"].split
+    assert english('Dr. Smith moved to the U.S. in Jan. 1950, e.g. to St. Louis. It rained. '
+                   '"Really?" he asked. The value was 3.14 there.') == [
+        "Dr. Smith moved to the U.S. in Jan. 1950, e.g. to St. Louis.", "It rained.",
+        '"Really?" he asked.', "The value was 3.14 there."]
+    chinese = SPLITTERS["zh"].split
+    want = ["更感到其艺术的魅力。", "2000年的比赛令观众赞叹！", "他说：“好的。”", "然后出发了？",
+            "最后"]
+    assert chinese("".join(want)) == want
+
+
+def test_chinese_json_lines_are_split_after_the_full_stops(tmp_path):
+    path = tmp_path / "zh.jsonl"
+    path.write_text(json.dumps({"text": "我们去公园。今天天气很好！\n你呢？"}, ensure_ascii=False)
+                    + "\n", encoding="utf-8")
+    assert list(iter_sentences([path], "chars")) == [
+        list("我们去公园。"), list("今天天气很好！"), list("你呢？")]
+
+
+@pytest.mark.parametrize("kind", ["wikiextractor", "jsonl"])
+def test_a_wikiextractor_folder_and_a_json_lines_file_train_and_resume_as_their_text(
+        tmp_path, kind):
+    """A run on each, stopped at step 10 and resumed to 20, ends bit-identical to the run on
+    the same sentences as text, one per line."""
+    corpus = write_documents(tmp_path)
+    reference = run(tiny_config(corpus["text"], max_steps=20), tmp_path / "text")
+    assert reference.step == 20
+    out = tmp_path / kind
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing malformed here
+        run(tiny_config(corpus[kind], max_steps=10), out)
+        assert run(tiny_config(corpus[kind], max_steps=20), out).step == 20
+    assert_identical(run_files(out), run_files(tmp_path / "text"))
+
+
+def test_the_vocab_command_reads_the_input_kinds(tmp_path, capsys):
+    corpus = write_documents(tmp_path)
+    for name in ("text", "wikiextractor"):
+        assert main(["vocab", "--train", str(corpus[name]), "--out",
+                     str(tmp_path / f"{name}.vocab"), "--quiet"]) == 0
+    assert (tmp_path / "text.vocab").read_text() == (tmp_path / "wikiextractor.vocab").read_text()
+    train, _ = write_corpus(tmp_path / "plain")
+    assert main(["vocab", "--train", str(train), "--input-format", "jsonl", "--out",
+                 str(tmp_path / "none.vocab"), "--quiet"]) == 1
+    assert "no sentences" in capsys.readouterr().err
