@@ -51,12 +51,19 @@ def test_its_softmax_prefers_real_text_to_shuffled_text():
 
 
 @pytest.mark.slow
-def test_perplexity_command_on_wikitext2_test_prints_the_cards_figures(capsys):
-    """The acceptance command: `elmo perplexity default ../shared/.../test.txt --json`."""
+def test_perplexity_command_on_the_start_of_wikitext2_test_prints_the_cards_figures(tmp_path,
+                                                                                   capsys):
+    """The acceptance command, `elmo perplexity default FILE --json`, on the first sentences
+    of WikiText-2 test: the figures the packaging tool recorded in the card with them. (The
+    whole text takes minutes: `benchmarks/shipped_perplexity.py` checks the card's figures.)"""
     test_file = require_shared("data", "wikitext-2", "test.txt")
     card = json.loads((shipped_model_dir() / "card.json").read_text())
-    expected = card["perplexity"]["wikitext-2 test"]
-    assert main(["perplexity", "default", str(test_file), "--json", "--quiet"]) == 0
+    expected = card["perplexity"]["wikitext-2 test"]["first_sentences"]
+    assert expected["sentences"] > 64  # more than one batch of the command's
+    lines = [line for line in test_file.read_text(encoding="utf-8").splitlines() if line.split()]
+    first = tmp_path / "first.txt"
+    first.write_text("\n".join(lines[: expected["sentences"]]) + "\n", encoding="utf-8")
+    assert main(["perplexity", "default", str(first), "--json", "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["tokens"] == expected["tokens"]
     for direction in ("forward", "backward", "average"):
@@ -85,6 +92,9 @@ def test_the_card_is_rendered_from_its_facts_with_repository_relative_paths():
         assert card["training"][key] > 0, key
     for result in card["perplexity"].values():
         assert {"forward", "backward", "average", "tokens"} <= set(result)
+        first = result["first_sentences"]
+        assert first["sentences"] == _card_tool().FIRST_SENTENCES
+        assert 0 < first["tokens"] < result["tokens"]
     assert card["tokenizer"] == "whitespace" and "| tokenizer | `whitespace`" in text
 
 
@@ -120,6 +130,8 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     held_out = card["perplexity"]["held-out"]
     assert held_out["tokens"] == (6 + 1) + (5 + 1)  # characters, plus </S> per line
     assert held_out["file"] == "../shared/zh/test.txt"
+    whole = {k: held_out[k] for k in ("forward", "backward", "average", "tokens")}
+    assert held_out["first_sentences"] == {"sentences": 2, **whole}  # the text has only 2
     assert card["fp16_text"] == "the first 2 sentences of held-out"
     assert 0 < card["fp16_max_abs_diff"] < 1e-2 and card["run_dir"] == "runs/zh"
     with safe_open(str(out / "model.safetensors"), "pt") as f:
@@ -130,6 +142,8 @@ def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
     text = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert text.startswith("# Shipped model `default-zh`: `tiny` biLM trained on Chinese test")
     assert "| held-out | `../shared/zh/test.txt` |" in text and str(tmp_path) not in text
+    assert "| text | sentences | forward | backward | average | tokens |\n" in text
+    assert f"| held-out | 2 | {held_out['forward']:.1f} | " in text
     assert "Validation during training (`../shared/zh/test.txt`), the perplexity curve:" in text
     assert "| step | epoch | minutes | forward | backward | average |" in text
     assert "\n| 2 | " in text and "\n| 4 | " in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,13 +26,8 @@ from elmo.runs import CHECKPOINT_NAME, read_checkpoint_meta
 from elmo.training.stream import BatchEncoder, CandidateSampler, TrainStream
 from elmo.training.trainer import Trainer
 from elmo.vocab import Vocabulary
-from tests.helpers.training import (
-    assert_identical,
-    elmo_killed,
-    run_files,
-    train_args,
-    write_corpus,
-)
+from tests.helpers.killing import killed_at
+from tests.helpers.training import assert_identical, run_files, train_args, write_corpus
 
 # Large enough batches that the parallel CPU kernels run: an index backward of at least
 # 32,768 elements (torch's grain size) uses atomic adds when there are 2 threads.
@@ -85,17 +81,20 @@ def test_two_runs_of_the_same_command_are_bitwise_identical(tmp_path, n_threads)
     assert_identical(run_files(tmp_path / "b"), run_files(tmp_path / "a"))
 
 
-@pytest.mark.parametrize("n_threads, prefetch", [(1, 0), (2, 3)],
-                         ids=["1-thread", "2-threads-prefetch-3"])
+# 200 lines are 3 batches of 64 x 20 an epoch: checkpoints every 3 steps end an epoch, every 4
+# they fall in its middle, with sentences carried over in the rows.
+@pytest.mark.parametrize("n_threads, prefetch, every", [(1, 0, 3), (2, 3, 4)],
+                         ids=["1-thread-epoch-ends", "2-threads-prefetch-3-mid-epoch"])
 def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_path, n_threads,
-                                                                           prefetch):
-    """A run killed with SIGKILL (1) as soon as it has started, before any checkpoint, and
-    (2) after a later checkpoint, re-run each time, ends with exactly the weights, optimizer
-    state, RNG states and metrics of a run never interrupted (sampled softmax and dropout on,
-    so the RNG states matter; checkpoints between two metrics lines). With `--prefetch`,
-    batches read ahead when the run was killed are read again."""
+                                                                           prefetch, every):
+    """A run killed with SIGKILL (1) before its first checkpoint, and (2) after its second,
+    re-run each time, ends with exactly the weights, optimizer state, RNG states and metrics
+    of a run never interrupted (sampled softmax and dropout on, so the RNG states matter;
+    checkpoints between two metrics lines). With `--prefetch`, batches read ahead when the
+    run was killed are read again. The kills are the run's own, just before it writes its
+    1st and its 3rd checkpoint (tests/helpers/killing.py)."""
     train, valid = write_corpus(tmp_path)
-    extra = [*BATCH, "--max-steps", "24", "--checkpoint-every", "6", "--eval-every", "10",
+    extra = [*BATCH, "--max-steps", "12", "--checkpoint-every", every, "--eval-every", "7",
              "--log-every", "5", "--softmax", "sampled", "--num-samples", "12"]
     killed, reference = tmp_path / "killed", tmp_path / "reference"
     args = train_args(train, valid, killed, *extra, "--prefetch", prefetch)
@@ -104,15 +103,17 @@ def test_sigkill_at_any_point_then_the_same_command_ends_bitwise_identical(tmp_p
         path = killed / CHECKPOINT_NAME
         return read_checkpoint_meta(path)["step"] if path.exists() else 0
 
-    elmo_killed(args, n_threads, kill_when=lambda: (killed / "run.json").exists())
-    assert checkpoint_step() == 0
-    elmo_killed(args, n_threads, kill_when=lambda: checkpoint_step() >= 12)
-    assert 12 <= checkpoint_step() < 24
+    for n, step in ((1, 0), (3, 2 * every)):
+        assert killed_at("checkpoint", n, "elmo.cli:main", args, threads=n_threads) \
+            == -signal.SIGKILL
+        assert checkpoint_step() == step
+    rows = read_checkpoint_meta(killed / CHECKPOINT_NAME)["ranks"][0]["stream"]["batcher"]["rows"]
+    assert any(rows) == (every == 4)  # sentences carried over in the rows, or an epoch's end
     with threads(n_threads):
         assert main(args) == 0  # the same command resumes and finishes
         assert main(train_args(train, valid, reference, *extra)) == 0
     resumed = run_files(killed)
-    assert resumed["meta"]["step"] == 24 and resumed["meta"]["finished"]
+    assert resumed["meta"]["step"] == 12 and resumed["meta"]["finished"]
     assert_identical(resumed, run_files(reference))
 
 

@@ -1,15 +1,13 @@
 """A process killed (SIGKILL) at any moment loses at most the work since its last save, and
 the same command resumes or restarts by itself: `elmo embed`'s output and the task feature
 cache. The kill is real: a child process kills itself when it is about to create its N-th
-HDF5 dataset (before the first save, mid-way, while the output is assembled)."""
+HDF5 dataset (before the first save, mid-way, while the output is assembled), to copy its N-th
+segment into the output, or to write its N-th safetensors file (tests/helpers/killing.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -20,37 +18,11 @@ from elmo import save_pretrained
 from elmo.cli import main
 from elmo.embed import Embedder
 from elmo.tasks.features import cached_layers
-from tests.conftest import REPO, random_bilm
+from tests.conftest import random_bilm
+from tests.helpers.killing import killed_at
 from tests.helpers.tasks import task_args
 
-# The child: kill this process when it is about to create its N-th HDF5 dataset (or,
-# with a negative N, to write its -N-th safetensors file); then run argv[2] as Python code.
-KILLER = """
-import os, signal, sys
-import h5py
-import safetensors.torch
-import torch
-torch.set_num_threads(1)
-n, count = int(sys.argv[1]), [0]
-owner, name = (h5py.Group, "create_dataset") if n > 0 else (safetensors.torch, "save_file")
-real = getattr(owner, name)
-def dying(*args, **kwargs):
-    count[0] += 1
-    if count[0] == abs(n):
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
-setattr(owner, name, dying)
-exec(sys.argv[2])
-"""
-
 LINES = [f"line {i} {'with some words ' * (i % 5)}end" for i in range(70)]
-
-
-def _killed_at(n: int, code: str, *args: str) -> int:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
-    done = subprocess.run([sys.executable, "-c", KILLER, str(n), code, *args], env=env,
-                          capture_output=True, text=True, timeout=300)
-    return done.returncode
 
 
 @pytest.fixture
@@ -79,9 +51,9 @@ def test_embed_killed_anywhere_resumes_to_the_same_file(tmp_path, model_dir, kil
     reference = tmp_path / "ref.hdf5"
     assert main(_embed_argv(model_dir, src, reference)) == 0
     out = tmp_path / "out.hdf5"
-    code = "import sys; from elmo.cli import main; sys.exit(main(sys.argv[3:]))"
     for n in kills:
-        assert _killed_at(n, code, *_embed_argv(model_dir, src, out)) == -signal.SIGKILL
+        assert killed_at("dataset", n, "elmo.cli:main", _embed_argv(model_dir, src, out)) \
+            == -signal.SIGKILL
         assert not out.exists()
     assert main(_embed_argv(model_dir, src, out)) == 0
     got, want = _read(out), _read(reference)
@@ -99,39 +71,22 @@ def test_embed_resumes_after_a_kill_past_the_first_save(tmp_path, model_dir, cap
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    code = "import sys; from elmo.cli import main; sys.exit(main(sys.argv[3:]))"
-    assert _killed_at(40, code, *_embed_argv(model_dir, src, out)) == -signal.SIGKILL
+    assert killed_at("dataset", 40, "elmo.cli:main", _embed_argv(model_dir, src, out)) \
+        == -signal.SIGKILL
     argv = _embed_argv(model_dir, src, out)
     argv.remove("--quiet")
     assert main(argv) == 0
     assert "32 of 70 lines were embedded before" in capsys.readouterr().err
 
 
-# The child embeds with the Python API: argv[3] "sentence" or "line" keys; a copy count
-# (argv[7] > 0) kills it while OUTPUT is assembled from the segments (with sentence keys no
-# index is written, so no dataset is created then).
-EMBED_FILE = """
-import os, signal, sys
-import h5py
-from elmo.embed import Embedder
-copies, real_copy = [0], h5py.Group.copy
-def dying_copy(*args, **kwargs):
-    copies[0] += 1
-    if copies[0] == int(sys.argv[7]):
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real_copy(*args, **kwargs)
-h5py.Group.copy = dying_copy
-Embedder.from_pretrained(sys.argv[4], batch_size=2).embed_file(
-    sys.argv[5], sys.argv[6], use_sentence_keys=sys.argv[3] == "sentence", progress=False)
-"""
-
-
-# (keys, dataset count, copy count) per kill; a save every 32 lines as above.
+# (keys, moment, n) per kill; a save every 32 lines as above. A copy kills the child while
+# OUTPUT is assembled from the segments (with sentence keys no index is written, so no
+# dataset is created then).
 @pytest.mark.parametrize("kills", [
-    [("sentence", 40, 0)],
-    [("sentence", 3, 0), ("sentence", 40, 0)],
-    [("sentence", 40, 0), ("sentence", 10**6, 20)],
-    [("line", 40, 0)],
+    [("sentence", "dataset", 40)],
+    [("sentence", "dataset", 3), ("sentence", "dataset", 40)],
+    [("sentence", "dataset", 40), ("sentence", "copy", 20)],
+    [("line", "dataset", 40)],
 ], ids=["mid-way", "twice", "resumed-then-assembling", "partial-of-line-keys"])
 def test_embed_file_with_sentence_keys_killed_resumes_to_the_same_file(tmp_path, model_dir,
                                                                       kills, capsys):
@@ -145,15 +100,15 @@ def test_embed_file_with_sentence_keys_killed_resumes_to_the_same_file(tmp_path,
     reference = embedder.embed_file(src, tmp_path / "ref.hdf5", use_sentence_keys=True,
                                     progress=False)
     out = tmp_path / "out.hdf5"
-    for keys, n, copies in kills:
-        assert _killed_at(n, EMBED_FILE, keys, str(model_dir), str(src), str(out),
-                          str(copies)) == -signal.SIGKILL
+    for keys, moment, n in kills:
+        assert killed_at(moment, n, "tests.helpers.killing:embed_file", str(model_dir),
+                         str(src), str(out), keys == "sentence") == -signal.SIGKILL
         assert not out.exists() and out.with_name("out.hdf5.partial").is_dir()
     capsys.readouterr()
     embedder.embed_file(src, out, use_sentence_keys=True)
     err = capsys.readouterr().err
     if kills[-1][0] == "sentence":  # killed mid-way, or after every segment was saved
-        done = 70 if kills[-1][2] else 32
+        done = 70 if kills[-1][1] == "copy" else 32
         assert f"{done} of 70 lines were embedded before" in err, err
     else:
         assert "starting anew" in err and "resuming" not in err, err
@@ -176,12 +131,9 @@ SENTENCES = [line.split() for line in LINES] * 3
 def test_feature_cache_killed_anywhere_is_completed_by_the_next_run(tmp_path, model_dir,
                                                                    kills):
     cache = tmp_path / "cache"
-    code = ("import json, sys; from elmo.tasks.features import cached_layers; "
-            "cached_layers(sys.argv[3], json.loads(sys.argv[4]), sys.argv[5], batch_size=2, "
-            "progress=False)")
     for n in kills:
-        assert _killed_at(n, code, str(model_dir), json.dumps(SENTENCES),
-                          str(cache)) == -signal.SIGKILL
+        assert killed_at("dataset", n, "elmo.tasks.features:cached_layers", model_dir,
+                         SENTENCES, cache, batch_size=2, progress=False) == -signal.SIGKILL
     store = cached_layers(model_dir, SENTENCES, cache, batch_size=2, progress=False)
     reference = cached_layers(model_dir, SENTENCES, tmp_path / "ref", batch_size=2,
                               progress=False)
@@ -195,8 +147,9 @@ def test_feature_cache_killed_anywhere_is_completed_by_the_next_run(tmp_path, mo
 # Tagging, 40 training sentences, batch size 8: the cache saves every 16 x 64 sentences, so
 # each split is one save; datasets 1-40 are the training file's layers. Each epoch writes
 # model.safetensors (when dev improves) and checkpoint.safetensors.
-@pytest.mark.parametrize("kills", [[3], [-1], [-4], [20, -2, -3]],
-                         ids=["caching", "first-epoch-saved", "mid-run", "three-times"])
+@pytest.mark.parametrize("kills", [
+    [("dataset", 3)], [("save", 1)], [("save", 4)], [("dataset", 20), ("save", 2), ("save", 3)],
+], ids=["caching", "first-epoch-saved", "mid-run", "three-times"])
 def test_task_train_killed_anywhere_resumes_to_the_same_run(tmp_path, model_dir, kills,
                                                            capsys):
     args = task_args("tagging", tmp_path, str(model_dir), epochs=3) + ["--patience", "10",
@@ -205,13 +158,12 @@ def test_task_train_killed_anywhere_resumes_to_the_same_run(tmp_path, model_dir,
     straight[straight.index("--out") + 1] = str(tmp_path / "straight")
     straight[straight.index("--cache-dir") + 1] = str(tmp_path / "cache2")
     assert main(straight) == 0
-    code = "import sys; from elmo.cli import main; sys.exit(main(sys.argv[3:]))"
-    for n in kills:
-        assert _killed_at(n, code, *args) == -signal.SIGKILL
+    for moment, n in kills:
+        assert killed_at(moment, n, "elmo.cli:main", args) == -signal.SIGKILL
     args.remove("--quiet")
     assert main(args) == 0
     err = capsys.readouterr().err
-    if any(n < -2 for n in kills):
+    if any(moment == "save" and n > 2 for moment, n in kills):
         assert "resuming" in err
     run, want = tmp_path / "run", tmp_path / "straight"
     got = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -12,7 +12,9 @@ model.safetensors, vocab.txt), evaluates the stored weights (not the fp32 origin
     python tools/package_default_model.py --render default   # MODEL_CARD.md from card.json
 
 `--render` rewrites the card's text from its recorded facts (no training run needed);
-`--command-file` and `--notes-file` there replace the recorded command and notes.
+`--command-file` and `--notes-file` there replace the recorded command and notes. Each text is
+also scored on its first sentences alone, a figure `elmo perplexity` reproduces in seconds
+(the tests check it; `benchmarks/shipped_perplexity.py` checks every figure of the card).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import os
 import shlex
 import sys
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +49,7 @@ SHARED = Path(os.environ.get("ELMO_SHARED", REPO.parent / "shared"))
 PRETRAINED = REPO / "src" / "elmo" / "pretrained"  # the shipped models of this checkout
 CARD_TEXT = "MODEL_CARD.md"
 FP16_SENTENCES = 200  # sentences of the first --eval text on which fp16 storage is measured
+FIRST_SENTENCES = 100  # each --eval text is also scored on its first sentences alone
 ENGLISH_EVALS = [  # --eval for `default` when none is given
     "wikitext-2 valid=../shared/data/wikitext-2/valid.txt",
     "wikitext-2 test=../shared/data/wikitext-2/test.txt",
@@ -85,12 +89,15 @@ def from_repo(shown: str) -> Path:
 
 
 def perplexities(model_dir: Path, evals: dict[str, str], tokenizer: str) -> dict[str, dict]:
+    """Each text's perplexity, whole and on its first FIRST_SENTENCES sentences."""
     lm, vocab = load_language_model(model_dir)
     results = {}
     for name, shown in evals.items():
-        sentences = iter_sentences(expand_paths([str(from_repo(shown))]), tokenizer)
-        totals = evaluate_perplexity(lm, sentences, vocab, 64)
-        results[name] = {**totals.to_dict(), "file": shown}
+        paths = expand_paths([str(from_repo(shown))])
+        totals = evaluate_perplexity(lm, iter_sentences(paths, tokenizer), vocab, 64)
+        first = list(islice(iter_sentences(paths, tokenizer), FIRST_SENTENCES))
+        results[name] = {**totals.to_dict(), "file": shown, "first_sentences": {
+            "sentences": len(first), **evaluate_perplexity(lm, first, vocab, 64).to_dict()}}
         print(f"{name}: perplexity forward {totals.forward:.1f}, backward {totals.backward:.1f}, "
               f"average {totals.average:.1f}")
     return results
@@ -176,7 +183,7 @@ words outside the vocabulary are scored as `<UNK>`):
 | text | file | forward | backward | average | tokens |
 |---|---|---|---|---|---|
 {perplexity_rows}
-
+{first_sentences}
 {validation}
 {notes}"""
 
@@ -207,6 +214,20 @@ def validation_table(validation: list[dict]) -> str:
     note = ("Minutes: the wall clock since the run's first step, validation included."
             if wall else "Minutes: training time from the logged speed.")
     return "\n".join(rows) + "\n\n" + note
+
+
+def first_sentences_table(perplexity: dict[str, dict]) -> str:
+    """Each text's perplexity on its first sentences alone, as a Markdown table ("" for a card
+    written before that was measured)."""
+    rows = [f"| {name} | {f['sentences']} | {f['forward']:.1f} | {f['backward']:.1f} "
+            f"| {f['average']:.1f} | {f['tokens']:,} |"
+            for name, r in perplexity.items() if (f := r.get("first_sentences"))]
+    if not rows:
+        return ""
+    return ("\nThe same on the first sentences (non-blank lines) of each text alone, a figure\n"
+            "`elmo perplexity` reproduces in seconds:\n\n"
+            "| text | sentences | forward | backward | average | tokens |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
 def render(directory: Path, card: dict) -> str:
@@ -248,7 +269,7 @@ def render(directory: Path, card: dict) -> str:
         dropout=config["dropout"], softmax=softmax, clip=config["clip_norm"],
         seed=config["seed"], wall=record["wall_minutes"], tps=record["mean_tokens_per_s"],
         command=card["command"], run_dir=card["run_dir"], perplexity_rows=rows,
-        validation=validation,
+        first_sentences=first_sentences_table(card["perplexity"]), validation=validation,
         notes=f"\n{card['notes'].strip()}\n" if card.get("notes") else "",
     )
 
