@@ -267,6 +267,6 @@ def test_ray_embed_and_its_block_writer_use_the_same_mechanism(tmp_path, model_d
     src.write_text("\n".join(lines[:4] + ["word " * 30]) + "\n", encoding="utf-8")
     block = {"name": np.array(["part-000000.parquet"]), "source": np.array([str(src)]),
              "start": np.array([2]), "stop": np.array([5])}
-    done = BlockWriter(str(tmp_path), {"model": str(model_dir)}, "strict", "float32")(block)
+    done = BlockWriter(str(tmp_path), str(model_dir), {})(block)
     assert done["error"][0].startswith(f"{src}, line 5 (30 tokens) does not fit")
     assert not list(tmp_path.glob("*part-*"))

@@ -64,6 +64,7 @@ def test_input_kinds_are_recognised_by_name_or_first_line(tmp_path):
         "plain.txt": ("text", "a line\n{not json\n"),
         "braces.txt": ("text", '{"title": "no text field"}\n'),
         "dump.txt": ("jsonl", body),  # an object with a "text" string: JSON lines
+        "wudao.txt": ("jsonl", '{"title": "T", "content": "正文。"}\n'),  # or "content"
         "named.jsonl": ("jsonl", "{bad\n" + body),  # by name, even if its first line is bad
         "named.ndjson.gz": ("jsonl", body),
         "wiki_07": ("wikiextractor", '\n<doc id="1" url="?curid=1" title="T">\nT\n</doc>\n'),
@@ -105,8 +106,8 @@ def test_malformed_json_lines_are_named_and_skipped(tmp_path):
     assert got == ["One.", "Two.", "Four.", "Five."]
     messages = [str(w.message) for w in caught]
     assert messages[0].startswith(f"{path}, line 3: not JSON (")
-    assert messages[1:] == [f'{path}, line {n}: not a JSON object with a "text" string; skipped'
-                            for n in (4, 5)]
+    assert messages[1:] == [f"{path}, line {n}: not a JSON object with a 'text' or 'content' "
+                            "string; skipped" for n in (4, 5)]
     assert all(m.endswith("; skipped") for m in messages)
 
 
@@ -199,9 +200,10 @@ def test_paragraphs_are_split_by_the_splitter_of_the_tokenizers_language():
 def test_chinese_json_lines_are_split_after_the_full_stops(tmp_path):
     path = tmp_path / "zh.jsonl"
     path.write_text(json.dumps({"text": "我们去公园。今天天气很好！\n你呢？"}, ensure_ascii=False)
-                    + "\n", encoding="utf-8")
+                    + "\n" + json.dumps({"title": "题", "content": "我也去。"},
+                                         ensure_ascii=False) + "\n", encoding="utf-8")
     assert list(iter_sentences([path], "chars")) == [
-        list("我们去公园。"), list("今天天气很好！"), list("你呢？")]
+        list("我们去公园。"), list("今天天气很好！"), list("你呢？"), list("我也去。")]
 
 
 @pytest.mark.parametrize("kind", ["wikiextractor", "jsonl"])

@@ -8,9 +8,10 @@ record), or a paragraph that the reader of the corpus splits into sentences
 gzipped UTF-8, a line at a time: nothing holds a whole file; a WikiExtractor document is held
 until its `</doc>`, at most `MAX_DOCUMENT_CHARS`).
 
-Malformed input (a JSON line that is not an object with a "text" string, a WikiExtractor
-document that is not closed or has no id, text outside a document) is skipped with a warning
-naming the file and line; after `MAX_NAMED` of them in a file, one more warning counts the rest.
+Malformed input (a JSON line that is not an object with a "text" or "content" string, a
+WikiExtractor document that is not closed or has no id, text outside a document) is skipped
+with a warning naming the file and line; after `MAX_NAMED` of them in a file, one more warning
+counts the rest.
 Text that is not UTF-8 is refused (InputFileError naming file and line), as for every input.
 
 A kind that `elmo embed` reads (text, FASTA) also has `entries`: how a file of it is read as
@@ -196,17 +197,24 @@ FASTA = InputKind("fasta", "FASTA records (.fasta .fa .faa .fas), one sentence e
 # ---- JSON lines: one object per line, its "text" paragraphs (lines) split into sentences --
 
 
+# The fields a JSON line's text may stand in, the first an object has: "text" (WikiExtractor's
+# --json, C4, The Pile), "content" (WuDaoCorpora and other Chinese web corpora).
+TEXT_FIELDS = ("text", "content")
+
+
 def _text_of(line: str) -> tuple[str | None, str]:
-    """The "text" string of a JSON line and the object's "id" (or ""), or None and what is
-    wrong with it."""
+    """The text string of a JSON line (its first field of TEXT_FIELDS) and the object's "id"
+    (or ""), or None and what is wrong with it."""
     try:
         obj = json.loads(line)
     except ValueError as err:
         return None, f"not JSON ({err})"
-    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-        return None, 'not a JSON object with a "text" string'
+    field = next((f for f in TEXT_FIELDS if isinstance(obj, dict)
+                  and isinstance(obj.get(f), str)), None)
+    if field is None:
+        return None, f"not a JSON object with a {' or '.join(map(repr, TEXT_FIELDS))} string"
     ident = obj.get("id")
-    return obj["text"], "" if ident is None else str(ident)
+    return obj[field], "" if ident is None else str(ident)
 
 
 def _is_json_lines(path: Path, first: str) -> bool:
@@ -231,7 +239,7 @@ def _read_json_lines(path: Path) -> Iterator[Passage]:
 
 JSON_LINES = InputKind(
     "jsonl", 'JSON lines (.jsonl .ndjson, or a first line that is an object with a "text" '
-    'string; WikiExtractor --json): the lines of each "text" are paragraphs',
+    'or "content" string; WikiExtractor --json): the lines of that string are paragraphs',
     paragraphs=True, detect=_is_json_lines, read=_read_json_lines)
 
 
