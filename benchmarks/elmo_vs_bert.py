@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import copy
+import gc
 import json
 import logging
 import os
@@ -276,6 +277,10 @@ class Setup:
         bert = copy.deepcopy(built)
         bert.set_attn_implementation(attention)
         return bert
+
+    def forget_models(self) -> None:
+        """Let go of the BERT modules built so far (a workload's encoders are done)."""
+        self._berts.clear()
 
     def onnx_file(self, model: str, precision: str) -> Path:
         """The eager BertModel exported, fused by ONNX Runtime's BERT optimizer (fp32), and
@@ -542,34 +547,33 @@ def percentile_ms(seconds: list[float], q: float) -> float:
 
 def compare(samples: list[Sample], setup: Setup, threads: list[int], batch_sizes: list[int],
             repeats: int, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every encoder of every sample, alternated: the rows, with speed-ups over BERT-base."""
+    """Every encoder of every sample, alternated: the rows, with speed-ups over BERT-base.
+    One workload after the other: its encoders are built, measured, then let go (a process
+    holds one workload's encoders at a time)."""
     start = time.perf_counter()
-    served: dict[tuple[str, Encoder], Served] = {}
+    parameters: dict[tuple[str, Encoder], int] = {}
     build_seconds: dict[str, float] = {}
-    for sample in samples:
-        for encoder in sample.encoders:
-            began, what = time.perf_counter(), f"{sample.workload.name}: {encoder.name}"
-            served[sample.workload.name, encoder] = \
-                RUNTIMES[encoder.runtime].build(encoder, sample.workload, setup)
-            build_seconds[what] = round(time.perf_counter() - began, 1)
-            log(f"built {what} ({build_seconds[what]} s)")
-    differ = {}
-    for sample in samples:
-        mine = {e: served[sample.workload.name, e] for e in sample.encoders}
-        for s in mine.values():
-            s.use_threads(threads[0])
-        differ[sample.workload.name] = differences(mine, sample.sentences[:8])
+    differ: dict[str, dict[str, float]] = {}
     seconds: dict[tuple, list[float]] = defaultdict(list)
     latency: dict[tuple, list[float]] = defaultdict(list)
     device_peak: dict[tuple, float | None] = {}
-    for rep in range(repeats):
-        began = time.perf_counter()
-        for t in threads:
-            for sample in samples:
+    for sample in samples:
+        served: dict[Encoder, Served] = {}
+        for encoder in sample.encoders:
+            began, what = time.perf_counter(), f"{sample.workload.name}: {encoder.name}"
+            served[encoder] = RUNTIMES[encoder.runtime].build(encoder, sample.workload, setup)
+            parameters[sample.workload.name, encoder] = served[encoder].parameters
+            build_seconds[what] = round(time.perf_counter() - began, 1)
+            log(f"built {what} ({build_seconds[what]} s)")
+        for s in served.values():
+            s.use_threads(threads[0])
+        differ[sample.workload.name] = differences(served, sample.sentences[:8])
+        for rep in range(repeats):
+            began = time.perf_counter()
+            for t in threads:
                 turn = rep % len(sample.encoders)  # the order rotates with the repetitions
                 for encoder in sample.encoders[turn:] + sample.encoders[:turn]:
-                    s, key = served[sample.workload.name, encoder], \
-                        (sample.workload.name, encoder, t)
+                    s, key = served[encoder], (sample.workload.name, encoder, t)
                     s.use_threads(t)
                     if rep == 0:  # warm-up: first-call weight packing, sessions' first runs
                         s.encode(sample.batches(max(batch_sizes))[0])
@@ -582,10 +586,13 @@ def compare(samples: list[Sample], setup: Setup, threads: list[int], batch_sizes
                     for b in batch_sizes:
                         seconds[(*key, b)].append(
                             pass_seconds(s, sample.batches(b), setup.device))
-        spent = time.perf_counter() - began
-        log(f"repetition {rep + 1}/{repeats}: {spent:.0f} s" + (
-            f", about {spent * (repeats - rep - 1) / 60:.1f} min to go" if rep + 1 < repeats
-            else ""))
+            spent = time.perf_counter() - began
+            log(f"{sample.workload.name}: repetition {rep + 1}/{repeats}: {spent:.0f} s" + (
+                f", about {spent * (repeats - rep - 1) / 60:.1f} min to go for it"
+                if rep + 1 < repeats else ""))
+        del served
+        setup.forget_models()
+        gc.collect()
     rows = []
     for sample in samples:
         name = sample.workload.name
@@ -595,7 +602,7 @@ def compare(samples: list[Sample], setup: Setup, threads: list[int], batch_sizes
                 rows.append({
                     "workload": name, "model": encoder.model, "runtime": encoder.runtime,
                     "precision": encoder.precision, "threads": t,
-                    "parameters": served[name, encoder].parameters,
+                    "parameters": parameters[name, encoder],
                     "latency_ms": {"p50": percentile_ms(latency[key], 50),
                                    "p99": percentile_ms(latency[key], 99),
                                    "samples": len(latency[key])},
