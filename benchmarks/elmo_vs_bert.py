@@ -30,8 +30,8 @@ turn, the order rotated), at each thread count:
   (VmHWM) and its resident memory after the imports. On CUDA: peak device memory of the
   batch-1 pass.
 
-    python benchmarks/elmo_vs_bert.py [--threads 1 2] [--sentences 96] [--latency-sentences 32]
-        [--repeats 2] [--batch-sizes 32 64] [--workloads conll2003 msra] [--out FILE]
+    python benchmarks/elmo_vs_bert.py [--threads 1 2] [--sentences 64] [--latency-sentences 16]
+        [--repeats 1] [--batch-sizes 32 64] [--workloads conll2003 msra] [--out FILE]
     python benchmarks/elmo_vs_bert.py --quick --out FILE    # tiny models, made-up sentences
 
 Writes JSON (default benchmarks/results/elmo_vs_bert.json) and a markdown table beside it.
@@ -806,12 +806,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the folder of conll2003/ and msra-ner/ (default: ELMO_SHARED/data)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda (no ONNX Runtime)")
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    p.add_argument("--sentences", type=int, default=96,
+    p.add_argument("--sentences", type=int, default=64,
                    help="sentences of each workload timed in batches (a seeded sample)")
-    p.add_argument("--latency-sentences", type=int, default=32,
+    p.add_argument("--latency-sentences", type=int, default=16,
                    help="of those, timed one at a time")
     p.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 64])
-    p.add_argument("--repeats", type=int, default=2, help="passes of every encoder, alternated")
+    p.add_argument("--repeats", type=int, default=1, help="passes of every encoder, alternated")
     p.add_argument("--memory-sentences", type=int, default=16,
                    help="sentences a memory child serves (0: no memory children)")
     p.add_argument("--memory-parallel", type=int, default=2, help="memory children at a time")
