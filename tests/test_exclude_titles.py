@@ -15,6 +15,7 @@ from elmo.data.prepared import HELD_OUT_NAME, MANIFEST_NAME, PreparedCorpus, ope
 from elmo.errors import InputFileError
 from elmo.io.titles import read_titles, title_key
 from elmo.vocab import Vocabulary
+from tests.helpers.training import run, tiny_config
 
 # Title, then the text of an article (each article's words its own, to be looked for).
 ARTICLES = {
@@ -120,6 +121,11 @@ def test_prepare_corpus_leaves_the_articles_out_and_counts_them(tmp_path, wiki, 
 def test_training_reads_the_same_selection(tmp_path, wiki, capsys):
     """`elmo train` and `elmo vocab` leave out what prepare-corpus does; a prepared corpus
     is read as it was prepared."""
+    config = tiny_config(wiki["wiki"], exclude_titles=[wiki["titles"]], max_steps=2,
+                         batch_size=2, unroll_steps=4)
+    assert run(config, tmp_path / "run").step == 2
+    trained = Vocabulary.from_file(tmp_path / "run" / "vocab.txt")
+    assert "Zebras" in trained and "Burnham" not in trained
     corpus = open_corpus([str(wiki["wiki"])], "whitespace", exclude_titles=[wiki["titles"]])
     assert [" ".join(s) for s in corpus.sentences()] == list(iter_lines(
         expand_paths([wiki["wiki"]]), selection=Selection(read_titles([wiki["titles"]]))))

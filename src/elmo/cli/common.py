@@ -46,7 +46,7 @@ def add_input_format(p: argparse.ArgumentParser) -> None:
 
 def add_exclude_titles(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--exclude-titles: documents left out by title (a test set's articles)."""
-    p.add_argument("--exclude-titles", nargs="+", default=[], metavar="FILE",
+    p.add_argument("--exclude-titles", nargs="+", metavar="FILE",
                    help="leave out the documents whose title one of these files names: "
                    + "; ".join(f"{k.name}: {k.description}" for k in TITLE_LISTS.values())
                    + ". Titles are compared normalized (WikiText's @-@ @,@ @.@ joined, the "

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     manifest = prepare_corpus(
         args.train, args.out, args.tokenizer, input_format=args.input_format, vocab=vocab,
         min_count=args.min_count, max_vocab=args.max_vocab,
-        exclude_titles=args.exclude_titles, hold_out_every=args.hold_out_every,
+        exclude_titles=args.exclude_titles or (), hold_out_every=args.hold_out_every,
         shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         size = sum(s.bytes for s in manifest.shards)

@@ -103,7 +103,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.train = [str(p) for p in self.train]
-        self.exclude_titles = [str(p) for p in self.exclude_titles]
+        self.exclude_titles = [str(p) for p in self.exclude_titles or ()]
         checks = [
             (bool(self.train), "at least one training file is needed"),
             (self.preset is None or self.init_from is None,
