@@ -215,11 +215,14 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("kills", [[1], [3], [3, 2]], ids=["first-shard", "third", "twice"])
-def test_prepare_corpus_killed_resumes_to_the_same_files(tmp_path, capsys, kills):
+@pytest.mark.parametrize(("kills", "options"), [
+    ([1], []), ([3], []), ([3, 2], []), ([3, 2], ["--hold-out-every", "3"])],
+    ids=["first-shard", "third", "twice", "twice-holding-out"])
+def test_prepare_corpus_killed_resumes_to_the_same_files(tmp_path, capsys, kills, options):
+    """The same files, the held-out text of --hold-out-every included."""
     corpus = write_documents(tmp_path)
     argv = ["prepare-corpus", "--train", str(corpus["jsonl"]), "--max-vocab", "20",
-            "--shard-tokens", "150"]
+            "--shard-tokens", "150", *options]
     assert main([*argv, "--out", str(tmp_path / "reference"), "--quiet"]) == 0
     out = tmp_path / "ids"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}

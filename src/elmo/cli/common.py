@@ -9,6 +9,7 @@ from typing import Any
 
 from elmo.embedding.settings import EmbedSettings
 from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
+from elmo.io.titles import TITLE_LISTS
 from elmo.loading.model_files import ModelFiles
 from elmo.loading.resolve import resolve_model, sources_described
 from elmo.tokenize import TOKENIZERS, tokenizers_described
@@ -41,6 +42,18 @@ def add_input_format(p: argparse.ArgumentParser) -> None:
                    "(English: sentencex; with --tokenizer jieba or chars: after 。！？). "
                    "auto: each file as its name or first line says, text otherwise "
                    "(default auto)")
+
+
+def add_exclude_titles(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--exclude-titles: documents left out by title (a test set's articles)."""
+    p.add_argument("--exclude-titles", nargs="+", metavar="FILE",
+                   help="leave out the documents whose title one of these files names: "
+                   + "; ".join(f"{k.name}: {k.description}" for k in TITLE_LISTS.values())
+                   + ". Titles are compared normalized (WikiText's @-@ @,@ @.@ joined, the "
+                   "spaces around punctuation, case and HTML entities ignored; WikiText's "
+                   "<unk> is any one word). Only documents with a title (WikiExtractor's, a "
+                   "JSON line's \"title\") can be left out; text lines and FASTA records are "
+                   "kept (default: none)")
 
 
 def add_vocab_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

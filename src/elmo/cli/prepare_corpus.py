@@ -8,11 +8,18 @@ import sys
 
 from elmo.cli.common import (
     add_corpus_tokenizer,
+    add_exclude_titles,
     add_input_format,
     add_overwrite,
     add_vocab_options,
 )
-from elmo.data.prepared import MANIFEST_NAME, SHARD_TOKENS, VOCAB_NAME, prepare_corpus
+from elmo.data.prepared import (
+    HELD_OUT_NAME,
+    MANIFEST_NAME,
+    SHARD_TOKENS,
+    VOCAB_NAME,
+    prepare_corpus,
+)
 from elmo.vocab import Vocabulary
 
 
@@ -21,10 +28,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="prepare a corpus for elmo train: token ids, compressed, in shards",
         description="Read the training files as `elmo train` reads them (--input-format, "
-        "--tokenizer), build the vocabulary as it does (or take --vocab), and write OUT: "
+        "--tokenizer, --exclude-titles), build the vocabulary as it does (or take --vocab), "
+        "and write OUT: "
         f"{MANIFEST_NAME} (tokenizer, vocabulary sha256, counts, each shard's sha256), "
         f"{VOCAB_NAME} and shard-NNNNN.xz files of token ids (xz-compressed uint32, sentence "
-        "boundaries kept). `elmo train --train OUT` reads it instead of the text and gets the "
+        f"boundaries kept), and with --hold-out-every {HELD_OUT_NAME}. `elmo train --train "
+        "OUT` reads it instead of the text and gets the "
         "same batches; a run needs only the shards it reaches. OUT is written beside itself "
         "and renamed into place when complete; run the same command again after an "
         "interruption, and it resumes after the last shard it wrote.",
@@ -35,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write; required")
     add_corpus_tokenizer(p, note=": train with the same")
     add_input_format(p)
+    add_exclude_titles(p)
+    p.add_argument("--hold-out-every", type=int, default=0, metavar="N",
+                   help="hold out every N-th document (of those not left out by title; a "
+                   "text line and a FASTA record are documents too): its sentences go to "
+                   f"OUT/{HELD_OUT_NAME}, a sentence per line, for `elmo train --valid`, and "
+                   "neither to the shards nor to the vocabulary (default 0: none)")
     add_vocab_options(p)
     p.add_argument("--shard-tokens", type=int, default=SHARD_TOKENS, metavar="N",
                    help=f"tokens per shard, about (default {SHARD_TOKENS:,})")
@@ -50,13 +65,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--max-vocab must be at least 4")
     if args.shard_tokens < 1:
         parser.error("--shard-tokens must be at least 1")
+    if args.hold_out_every < 0:
+        parser.error("--hold-out-every must be at least 0 (0: none held out)")
     if args.vocab is not None and (args.min_count != 1 or args.max_vocab is not None):
         parser.error("--min-count and --max-vocab build a vocabulary: not with --vocab")
     vocab = Vocabulary.from_file(args.vocab) if args.vocab is not None else None
     manifest = prepare_corpus(
         args.train, args.out, args.tokenizer, input_format=args.input_format, vocab=vocab,
-        min_count=args.min_count, max_vocab=args.max_vocab, shard_tokens=args.shard_tokens,
-        overwrite=args.overwrite, progress=not args.quiet)
+        min_count=args.min_count, max_vocab=args.max_vocab,
+        exclude_titles=args.exclude_titles or (), hold_out_every=args.hold_out_every,
+        shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         size = sum(s.bytes for s in manifest.shards)
         words = manifest.n_tokens - manifest.n_sentences
@@ -64,4 +82,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"{len(manifest.shards)} shard(s), {size / 2**20:.2f} MiB "
               f"({size / max(words, 1):.3f} bytes a word); vocabulary of "
               f"{manifest.vocab_size:,} -> {args.out}", file=sys.stderr)
+        if args.exclude_titles:
+            print(f"{manifest.left_out:,} documents left out by title", file=sys.stderr)
+        if args.hold_out_every:
+            print(f"{manifest.held_out:,} documents held out: "
+                  f"{manifest.held_out_sentences:,} sentences in {HELD_OUT_NAME}",
+                  file=sys.stderr)
     return 0

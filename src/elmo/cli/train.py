@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_vocab_options
+from elmo.cli.common import (
+    add_corpus_tokenizer,
+    add_exclude_titles,
+    add_input_format,
+    add_vocab_options,
+)
 from elmo.config import PRESETS
 from elmo.device import PRECISIONS, precisions_described
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
@@ -46,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     data.add_argument("--out", required=True, metavar="DIR",
                       help="run directory, created when training starts; required")
     add_input_format(data)
+    add_exclude_titles(data)
     add_corpus_tokenizer(data)
     add_vocab_options(data)
     data.add_argument("--shuffle-window", type=int, default=0, metavar="N",

@@ -6,11 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from elmo.cli.common import add_corpus_tokenizer, add_input_format, add_overwrite
-from elmo.data.corpus import expand_paths
+from elmo.cli.common import (
+    add_corpus_tokenizer,
+    add_exclude_titles,
+    add_input_format,
+    add_overwrite,
+)
+from elmo.data.corpus import Selection, expand_paths
 from elmo.errors import InputFileError
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import STDIN, is_stdin
+from elmo.io.titles import read_titles
 from elmo.training.prepare import CorpusStats, scan_corpus
 from elmo.vocab import Vocabulary
 
@@ -29,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                    help=f"vocabulary file to write ('{STDIN}': stdout)")
     add_corpus_tokenizer(p)
     add_input_format(p)
+    add_exclude_titles(p)
     add_overwrite(p)
     p.add_argument("--min-count", type=int, default=1, help="keep words seen this often")
     p.add_argument("--max-vocab", type=int, metavar="N", help="keep at most N words in all")
@@ -50,15 +57,18 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             stats, vocab = _scan(args, paths)
             vocab.save(args.out)
     if not args.quiet:
+        left_out = f"; {stats.left_out:,} documents left out by title" \
+            if args.exclude_titles else ""
         print(f"{len(vocab):,} words from {stats.n_sentences:,} sentences "
-              f"({stats.n_tokens:,} tokens) -> {args.out}", file=sys.stderr)
+              f"({stats.n_tokens:,} tokens{left_out}) -> {args.out}", file=sys.stderr)
     return 0
 
 
 def _scan(args: argparse.Namespace, paths: list[Path]) -> tuple[CorpusStats, Vocabulary]:
+    titles = read_titles(args.exclude_titles) if args.exclude_titles else None
     stats, vocab = scan_corpus(paths, args.tokenizer, input_format=args.input_format,
-                               min_count=args.min_count, max_vocab=args.max_vocab,
-                               progress=not args.quiet)
+                               selection=Selection(titles), min_count=args.min_count,
+                               max_vocab=args.max_vocab, progress=not args.quiet)
     if stats.n_sentences == 0:
         raise InputFileError(f"the training files {args.train} have no sentences (empty or "
                              "blank): a vocabulary needs words")

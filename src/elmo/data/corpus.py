@@ -9,6 +9,10 @@ however large the corpus is. A *sentence index* counts the sentences (non-blank 
 records, sentences of the paragraphs) of the whole stream (all files, in order); with the
 built-in tokenizers every sentence has a token, so it is also the index of the tokenized
 sentence.
+
+A `Selection` says which documents a pass reads: those whose title is in a list are left out
+(a test set's articles, `elmo.io.titles`), and every N-th of the others may be held out (the
+text of a validation split of one's own); a `Tally` counts them.
 """
 
 from __future__ import annotations
@@ -16,16 +20,48 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.io.inputs import AUTO, folder_files, input_kind
 from elmo.io.sentences import SPLITTERS
 from elmo.io.textfile import is_stdin
+from elmo.io.titles import TitleSet
 from elmo.tokenize import TOKENIZERS, Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which documents of a corpus a pass reads, and which are held out. A document is a
+    passage of an input file and the passages after it with its key: a WikiExtractor
+    document, a JSON line (or lines in a row with one "id"), a text line, a FASTA record.
+    `exclude`: a document whose title is one of these (`elmo.io.titles.TitleSet`) is left
+    out; documents without a title (text lines, FASTA records, JSON lines without a "title"
+    string) are never left out. `hold_out_every`: of the documents not left out, the N-th,
+    2N-th, ... (counted over the whole stream, in order) are held out (0: none)."""
+
+    exclude: TitleSet | None = None
+    hold_out_every: int = 0
+
+    def __post_init__(self) -> None:
+        if self.hold_out_every < 0:
+            raise ValueError(f"hold_out_every must be >= 0, got {self.hold_out_every}")
+
+
+EVERY_DOCUMENT = Selection()  # none left out, none held out
+
+
+@dataclass
+class Tally:
+    """What a pass over a corpus met: documents left out by title (`left_out`, and the
+    `left_out_titles` as the documents give them, in order), documents held out."""
+
+    left_out: int = 0
+    held_out: int = 0
+    left_out_titles: list[str] = field(default_factory=list)
 
 
 
@@ -80,29 +116,54 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
+def iter_parts(
+    paths: PathLike | Iterable[PathLike], input_format: str = AUTO, language: str = "en",
+    selection: Selection = EVERY_DOCUMENT, tally: Tally | None = None,
+) -> Iterator[tuple[bool, str]]:
+    """(held out, sentence) for the sentences of the documents `selection` reads, in order
+    (`iter_lines` has the sentences kept); `tally`, if given, counts the documents left out
+    and held out as they are met."""
+    split = SPLITTERS[language].split
+    tally = Tally() if tally is None else tally
+    every, kept = selection.hold_out_every, 0
+    for path in _as_paths(paths):
+        kind = input_kind(path, input_format)
+        key: str | None = None  # the document being read
+        for passage in kind.read(path):
+            if passage.key != key:
+                key = passage.key
+                left_out = selection.exclude is not None and passage.title in selection.exclude
+                held = not left_out and every > 0 and kept % every == every - 1
+                kept += not left_out
+                tally.left_out += left_out
+                tally.held_out += held
+                if left_out:
+                    tally.left_out_titles.append(passage.title)
+            if not left_out:
+                yield from ((held, s) for s in (split(passage.text) if kind.paragraphs
+                                                else [passage.text]))
+
+
 def iter_lines(
-    paths: PathLike | Iterable[PathLike], input_format: str = AUTO, language: str = "en"
+    paths: PathLike | Iterable[PathLike], input_format: str = AUTO, language: str = "en",
+    selection: Selection = EVERY_DOCUMENT, tally: Tally | None = None,
 ) -> Iterator[str]:
     """Yield the sentences of the files in order, as text: each file read as the input kind
     `input_format` names, or ("auto") the kind it is detected as (`elmo.io.inputs`). A text
     file's non-blank lines without their line ending; a FASTA record's sequence (tokenize it
     with the `chars` tokenizer, a residue per token); the sentences of the paragraphs of JSON
     lines and WikiExtractor documents, split by the splitter of `language`
-    (`elmo.io.sentences`).
+    (`elmo.io.sentences`). Documents that `selection` leaves out or holds out are not read
+    (`tally`, if given, counts them).
 
     Read with `elmo.io.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
     dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line, as
     does a malformed FASTA record (`elmo.io.fasta.read_fasta`); a malformed JSON line or
     WikiExtractor document is skipped with a warning naming file and line.
     """
-    split = SPLITTERS[language].split
-    for path in _as_paths(paths):
-        kind = input_kind(path, input_format)
-        for passage in kind.read(path):
-            if kind.paragraphs:
-                yield from split(passage.text)
-            else:
-                yield passage.text
+    for held, sentence in iter_parts(paths, input_format, language, selection, tally):
+        if not held:
+            yield sentence
 
 
 def iter_sentences(
@@ -114,9 +175,12 @@ def iter_sentences(
     start: int = 0,
     input_format: str = AUTO,
     language: str | None = None,
+    selection: Selection = EVERY_DOCUMENT,
+    tally: Tally | None = None,
 ) -> Iterator[list[str]]:
-    """Yield tokenized, non-empty sentences (those of `iter_lines`; paragraphs are split by
-    the splitter of `language`, by default the tokenizer's: `split_language`).
+    """Yield tokenized, non-empty sentences (those of `iter_lines`, of the documents
+    `selection` keeps; paragraphs are split by the splitter of `language`, by default the
+    tokenizer's: `split_language`).
 
     For distributed training, only sentences whose index ``% world_size == rank`` are
     yielded, so the ranks partition the corpus. ``start`` skips this rank's first ``start``
@@ -130,7 +194,7 @@ def iter_sentences(
         language = split_language(tokenizer)
     tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     first = rank + start * world_size  # global index of the first sentence to yield
-    for index, line in enumerate(iter_lines(paths, input_format, language)):
+    for index, line in enumerate(iter_lines(paths, input_format, language, selection, tally)):
         if index < first or (index - rank) % world_size:
             continue
         tokens = tok(line)
@@ -153,11 +217,12 @@ def count_tokens(
 @dataclass
 class TextCorpus:
     """Training text: files of any input kind (`input_format`, or "auto": each file's own),
-    tokenized with `tokenizer` as they are read."""
+    tokenized with `tokenizer` as they are read, of the documents `selection` keeps."""
 
     paths: list[Path]
     tokenizer: str
     input_format: str = AUTO
+    selection: Selection = EVERY_DOCUMENT
 
     def __post_init__(self) -> None:
         self._tokenize = get_tokenizer(self.tokenizer)
@@ -171,4 +236,5 @@ class TextCorpus:
         """Rank `rank`'s sentences from its `start`-th on (`iter_sentences`)."""
         return iter_sentences(self.paths, self._tokenize, rank=rank, world_size=world_size,
                               start=start, input_format=self.input_format,
-                              language=split_language(self.tokenizer))
+                              language=split_language(self.tokenizer),
+                              selection=self.selection)

@@ -7,6 +7,9 @@ batch the same (`open_corpus` tells which it is given).
                             sha256, bytes, sentences, tokens, words outside the vocabulary
     DIR/vocab.txt.xz        the vocabulary (bilm-tf's format, xz-compressed): the run's
     DIR/shard-00000.xz ...  the sentences, in stream order, a shard after another
+    DIR/held-out.txt        with --hold-out-every N: the sentences of every N-th document,
+                            left out of the shards and the vocabulary, a sentence per line
+                            (untokenized), for `elmo train --valid`
 
 A shard is one xz stream (`lzma`, the standard library's) of three parts: the length of every
 sentence of the stream (uint32, little-endian; the length of a sentence the tokenizer left
@@ -22,6 +25,7 @@ reach need not be there (a machine can hold the shards it will read).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import lzma
 import os
@@ -29,23 +33,33 @@ import shutil
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from tqdm import tqdm
 
-from elmo.data.corpus import TextCorpus, expand_paths, iter_lines, split_language
+from elmo.data.corpus import (
+    Selection,
+    Tally,
+    TextCorpus,
+    expand_paths,
+    iter_parts,
+    split_language,
+)
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
+from elmo.io.titles import read_titles
 from elmo.tokenize import get_tokenizer
 from elmo.vocab import Vocabulary
 
 MANIFEST_NAME = "manifest.json"
 PROGRESS_NAME = "progress.json"  # how far a preparation got, in OUT's partial copy
 VOCAB_NAME = "vocab.txt.xz"
+HELD_OUT_NAME = "held-out.txt"
 FORMAT = "elmo-prepared-corpus"
 VERSION = 1
 SHARD_TOKENS = 1_000_000  # tokens per shard by default: about 1.3 MB of English text
@@ -71,7 +85,11 @@ class Shard:
 class Manifest:
     """What a prepared corpus holds. `n_sentences` and `n_tokens` count as a text corpus's
     scan does: non-empty sentences, and their words plus one </S> each. `min_count` and
-    `max_vocab`: how the vocabulary was built from the corpus (None, None: it was given)."""
+    `max_vocab`: how the vocabulary was built from the corpus (None, None: it was given).
+    `exclude_titles`: the title lists whose documents were left out (`exclude_sha256`, of
+    their files), `left_out` of them, titled `left_out_titles`; `hold_out_every`: every
+    N-th document of the others went to HELD_OUT_NAME (`held_out` documents,
+    `held_out_sentences` lines) instead of the shards."""
 
     tokenizer: str
     input_format: str
@@ -83,6 +101,13 @@ class Manifest:
     n_sentences: int = 0
     n_tokens: int = 0
     shards: list[Shard] = field(default_factory=list)
+    exclude_titles: list[str] = field(default_factory=list)
+    exclude_sha256: str | None = None
+    left_out: int = 0
+    left_out_titles: list[str] = field(default_factory=list)
+    hold_out_every: int = 0
+    held_out: int = 0
+    held_out_sentences: int = 0
     format: str = FORMAT
     version: int = VERSION
 
@@ -239,6 +264,8 @@ def prepare_corpus(
     vocab: Vocabulary | None = None,
     min_count: int = 1,
     max_vocab: int | None = None,
+    exclude_titles: Sequence[str | os.PathLike[str]] = (),
+    hold_out_every: int = 0,
     shard_tokens: int = SHARD_TOKENS,
     overwrite: bool = False,
     progress: bool = False,
@@ -246,6 +273,9 @@ def prepare_corpus(
     """Prepare the corpus of the files or globs `train` (read as `elmo train` reads them) into
     the folder `out`: its vocabulary (`vocab`, or built from it as `elmo train` builds it:
     `min_count`, `max_vocab`), then its sentences in shards of about `shard_tokens` tokens.
+    Documents whose title is in one of the lists `exclude_titles` (`elmo.io.titles`) are left
+    out; of the others, with `hold_out_every` N, every N-th goes to HELD_OUT_NAME, not to the
+    shards nor the vocabulary (`elmo.data.corpus.Selection`).
     `out` is written beside itself (`.OUT.new`) and renamed into place when complete; an
     existing prepared corpus there is replaced only with `overwrite`. Killed, the same call
     resumes after the last shard written, if the files (names, sizes, modification times) and
@@ -253,12 +283,16 @@ def prepare_corpus(
     if shard_tokens < 1:
         raise ValueError(f"shard_tokens must be >= 1, got {shard_tokens}")
     out, paths = Path(out), expand_paths(train)
+    titles = read_titles(exclude_titles) if exclude_titles else None
+    selection = Selection(titles, hold_out_every)
     if out.is_dir() and any(out.iterdir()) and not is_prepared_corpus(out):
         raise InputFileError(f"{out} holds files but no prepared corpus ({MANIFEST_NAME}), "
                              "and it is replaced whole: give a new or empty folder")
     identity = {"version": VERSION, "tokenizer": tokenizer, "input_format": input_format,
                 "vocab": None if vocab is None else vocab_sha256(vocab), "min_count": min_count,
                 "max_vocab": max_vocab, "shard_tokens": shard_tokens,
+                "exclude": None if titles is None else titles.sha256,
+                "hold_out_every": hold_out_every,
                 "files": [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]}
     with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
           atomic_directory(out, keep_partial=True) as new):
@@ -266,10 +300,11 @@ def prepare_corpus(
         if state is None:
             for stale in new.iterdir():
                 stale.unlink()
-            vocab, manifest = _start(paths, tokenizer, input_format, vocab, min_count,
-                                     max_vocab, progress)
+            vocab, manifest = _start(paths, tokenizer, input_format, selection, vocab,
+                                     min_count, max_vocab, progress)
             _write_vocab(new / VOCAB_NAME, vocab)
-            state = {"identity": identity, "read": 0, "manifest": asdict(manifest)}
+            state = {"identity": identity, "read": 0, "held_bytes": 0,
+                     "manifest": asdict(manifest)}
         else:
             vocab, manifest = _read_vocab(new / VOCAB_NAME), _manifest(state["manifest"])
             if progress:
@@ -277,41 +312,70 @@ def prepare_corpus(
                       "shards)", file=sys.stderr)
         tokenize = get_tokenizer(tokenizer)
         writer = _ShardWriter(new, vocab, shard_tokens, manifest.shards)
-        lines = tqdm(iter_lines(paths, input_format, split_language(tokenizer)),
+        tally = Tally()
+        parts = tqdm(iter_parts(paths, input_format, split_language(tokenizer), selection,
+                                tally),
                      desc="preparing corpus", unit=" sent", disable=not progress,
                      mininterval=1.0)
-        for read, line in enumerate(lines, start=1):
-            if read <= state["read"]:
-                continue
-            tokens = tokenize(line)
-            manifest.n_sentences += bool(tokens)
-            manifest.n_tokens += (len(tokens) + 1) if tokens else 0
-            if writer.add(tokens):
-                state.update(read=read, manifest=asdict(manifest))
-                atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
+        with _held_out(new / HELD_OUT_NAME, hold_out_every, state["held_bytes"]) as held_out:
+            for read, (held, line) in enumerate(parts, start=1):
+                if read <= state["read"]:
+                    continue
+                if held:
+                    held_out.write(line.encode("utf-8") + b"\n")
+                    manifest.held_out_sentences += 1
+                    continue
+                tokens = tokenize(line)
+                manifest.n_sentences += bool(tokens)
+                manifest.n_tokens += (len(tokens) + 1) if tokens else 0
+                if writer.add(tokens):
+                    held_out.flush()
+                    state.update(read=read, held_bytes=held_out.tell(),
+                                 manifest=asdict(manifest))
+                    atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
         writer.close()
         if manifest.n_sentences == 0:
             shutil.rmtree(new)  # nothing to resume
             raise InputFileError(f"the training files {list(map(str, train))} have no "
                                  "sentences")
+        manifest.left_out, manifest.held_out = tally.left_out, tally.held_out
+        manifest.left_out_titles = tally.left_out_titles
         (new / PROGRESS_NAME).unlink(missing_ok=True)
         atomic_write_text(new / MANIFEST_NAME, manifest.to_json())
     return manifest
 
 
-def _start(paths: list[Path], tokenizer: str, input_format: str, vocab: Vocabulary | None,
-           min_count: int, max_vocab: int | None, progress: bool
+@contextmanager
+def _held_out(path: Path, hold_out_every: int, size: int) -> Iterator[BinaryIO]:
+    """The held-out text of a preparation, cut to the `size` it had when the last shard was
+    written (without `hold_out_every`, nothing is held out: a buffer that stays empty)."""
+    if not hold_out_every:
+        yield io.BytesIO()
+        return
+    with open(path, "ab") as f:
+        f.truncate(size)
+        f.seek(size)
+        yield f
+
+
+def _start(paths: list[Path], tokenizer: str, input_format: str, selection: Selection,
+           vocab: Vocabulary | None, min_count: int, max_vocab: int | None, progress: bool
            ) -> tuple[Vocabulary, Manifest]:
-    """The vocabulary of a corpus to prepare (built if not given) and its empty manifest."""
+    """The vocabulary of a corpus to prepare (built, if not given, from the documents kept)
+    and its empty manifest."""
     built = vocab is None
     if built:
-        sentences = tqdm(TextCorpus(paths, tokenizer, input_format).sentences(),
+        sentences = tqdm(TextCorpus(paths, tokenizer, input_format, selection).sentences(),
                          desc="counting words", unit=" sent", disable=not progress,
                          mininterval=1.0)
         vocab = Vocabulary.build(sentences, min_count=min_count, max_size=max_vocab)
+    titles = selection.exclude
     return vocab, Manifest(tokenizer, input_format, [str(p) for p in paths], len(vocab),
                            vocab_sha256(vocab), min_count if built else None,
-                           max_vocab if built else None)
+                           max_vocab if built else None,
+                           exclude_titles=[] if titles is None else list(titles.sources),
+                           exclude_sha256=None if titles is None else titles.sha256,
+                           hold_out_every=selection.hold_out_every)
 
 
 def _progress(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
@@ -343,13 +407,20 @@ def _read_vocab(path: Path) -> Vocabulary:
 
 
 def open_corpus(
-    paths: Sequence[str | os.PathLike[str]], tokenizer: str, input_format: str = AUTO
+    paths: Sequence[str | os.PathLike[str]], tokenizer: str, input_format: str = AUTO,
+    exclude_titles: Sequence[str | os.PathLike[str]] = (),
 ) -> TextCorpus | PreparedCorpus:
     """The corpus `elmo train --train PATH...` reads: a prepared corpus if PATH is one folder
-    holding one, else the text of the files and globs (`TextCorpus`)."""
+    holding one, else the text of the files and globs (`TextCorpus`), without the documents
+    whose title is in one of the lists `exclude_titles` (`elmo.io.titles`)."""
     prepared = [p for p in paths if is_prepared_corpus(p)]
     if not prepared:
-        return TextCorpus(expand_paths(paths), tokenizer, input_format)
+        titles = read_titles(exclude_titles) if exclude_titles else None
+        return TextCorpus(expand_paths(paths), tokenizer, input_format, Selection(titles))
+    if exclude_titles:
+        raise InputFileError(f"{prepared[0]} is a prepared corpus, read as it was prepared: "
+                             "leave documents out by title when preparing it "
+                             "(`elmo prepare-corpus --exclude-titles`)")
     if len(paths) > 1:
         raise InputFileError(f"{prepared[0]} is a prepared corpus, which is read alone: give "
                              "it as the only --train, or prepare all the files into one")

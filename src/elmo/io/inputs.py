@@ -46,12 +46,15 @@ WIKI_HEADER = re.compile(r'<doc id="(?P<id>[^"]*)"[^>]*?(?: title="(?P<title>.*)
 
 @dataclass(frozen=True)
 class Passage:
-    """A piece of an input file: its text, the 1-based line it is on, and its key (a line
-    number, a record id, a document id)."""
+    """A piece of an input file: its text, the 1-based line it is on, its key (a line
+    number, a record id, a document id: the passages of a document have its key), and the
+    title of its document where the kind gives one (WikiExtractor's title="...", a JSON
+    line's "title" string; "" otherwise)."""
 
     text: str
     line: int
     key: str
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,19 +205,21 @@ FASTA = InputKind("fasta", "FASTA records (.fasta .fa .faa .fas), one sentence e
 TEXT_FIELDS = ("text", "content")
 
 
-def _text_of(line: str) -> tuple[str | None, str]:
-    """The text string of a JSON line (its first field of TEXT_FIELDS) and the object's "id"
-    (or ""), or None and what is wrong with it."""
+def _text_of(line: str) -> tuple[str | None, str, str]:
+    """The text string of a JSON line (its first field of TEXT_FIELDS), the object's "id"
+    (or "") and its "title" string (or ""); or None and what is wrong with it."""
     try:
         obj = json.loads(line)
     except ValueError as err:
-        return None, f"not JSON ({err})"
+        return None, f"not JSON ({err})", ""
     field = next((f for f in TEXT_FIELDS if isinstance(obj, dict)
                   and isinstance(obj.get(f), str)), None)
     if field is None:
-        return None, f"not a JSON object with a {' or '.join(map(repr, TEXT_FIELDS))} string"
-    ident = obj.get("id")
-    return obj[field], "" if ident is None else str(ident)
+        return (None, f"not a JSON object with a {' or '.join(map(repr, TEXT_FIELDS))} "
+                "string", "")
+    ident, title = obj.get("id"), obj.get("title")
+    return (obj[field], "" if ident is None else str(ident),
+            title if isinstance(title, str) else "")
 
 
 def _is_json_lines(path: Path, first: str) -> bool:
@@ -227,13 +232,13 @@ def _read_json_lines(path: Path) -> Iterator[Passage]:
     for number, line in read_lines(path):
         if not line.strip():
             continue
-        text, ident = _text_of(line)
+        text, ident, title = _text_of(line)
         if text is None:
             skipped(number + 1, ident)
             continue
         for paragraph in text.split("\n"):
             if paragraph.strip():
-                yield Passage(paragraph, number + 1, ident or str(number + 1))
+                yield Passage(paragraph, number + 1, ident or str(number + 1), title)
     skipped.close()
 
 
@@ -278,7 +283,7 @@ def _read_wiki(path: Path) -> Iterator[Passage]:
             elif doc[1]:
                 if lines and lines[0][1] == doc[2]:
                     lines = lines[1:]
-                yield from (Passage(t, n, doc[1]) for n, t in lines)
+                yield from (Passage(t, n, doc[1], doc[2]) for n, t in lines)
             doc = None
         elif doc is not None:
             if text and doc[1]:

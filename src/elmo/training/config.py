@@ -41,6 +41,9 @@ class TrainConfig:
     valid: str | None = None  # held-out text for perplexity and best-model selection
     # The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a name.
     input_format: str = "auto"
+    # Title lists (elmo.io.titles): the documents of the text files with these titles are
+    # left out (a prepared corpus left them out when it was prepared).
+    exclude_titles: list[str] = field(default_factory=list)
     # Model.
     preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
     init_from: str | None = None  # continue training this model (architecture from it)
@@ -100,6 +103,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.train = [str(p) for p in self.train]
+        self.exclude_titles = [str(p) for p in self.exclude_titles or ()]
         checks = [
             (bool(self.train), "at least one training file is needed"),
             (self.preset is None or self.init_from is None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from elmo.data.corpus import expand_paths, iter_sentences
+from elmo.data.corpus import EVERY_DOCUMENT, Selection, Tally, expand_paths, iter_sentences
 from elmo.data.prepared import PreparedCorpus, open_corpus
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text
@@ -40,6 +40,7 @@ from elmo.vocab import Vocabulary
 class CorpusStats:
     n_sentences: int = 0
     n_tokens: int = 0  # predictions per direction: words + one </S> per sentence (as bilm-tf)
+    left_out: int = 0  # documents left out by title
 
 
 def scan_corpus(
@@ -47,22 +48,26 @@ def scan_corpus(
     tokenizer: str = "whitespace",
     *,
     input_format: str = "auto",
+    selection: Selection = EVERY_DOCUMENT,
     build_vocab: bool = True,
     min_count: int = 1,
     max_vocab: int | None = None,
     progress: bool = False,
 ) -> tuple[CorpusStats, Vocabulary | None]:
-    """Count the corpus's sentences and tokens; build its vocabulary if `build_vocab`."""
-    stats = CorpusStats()
+    """Count the corpus's sentences and tokens (of the documents `selection` keeps, and
+    those it leaves out); build its vocabulary if `build_vocab`."""
+    stats, tally = CorpusStats(), Tally()
 
     def counted() -> Iterator[list[str]]:
-        bar = tqdm(iter_sentences(paths, tokenizer, input_format=input_format),
+        bar = tqdm(iter_sentences(paths, tokenizer, input_format=input_format,
+                                  selection=selection, tally=tally),
                    desc="scanning corpus", unit=" sent", disable=not progress,
                    mininterval=1.0)
         for words in bar:
             stats.n_sentences += 1
             stats.n_tokens += len(words) + 1
             yield words
+        stats.left_out = tally.left_out
 
     if build_vocab:
         vocab = Vocabulary.build(counted(), min_count=min_count, max_size=max_vocab)
@@ -115,7 +120,8 @@ def prepare_run(
     and build the vocabulary without writing anything: the directory is written by
     `start_run_dir` once the model is built, so a failed start leaves nothing behind.
     `say` reports what happens."""
-    corpus = open_corpus(config.train, config.tokenizer, config.input_format)
+    corpus = open_corpus(config.train, config.tokenizer, config.input_format,
+                         config.exclude_titles)
     files = corpus.files
     if config.weights_copy is not None:
         check_weights_copy(Path(config.weights_copy), out_dir)
@@ -140,14 +146,16 @@ def prepare_run(
         say(f"scanning {len(files)} training file(s)")
         stats, vocab = scan_corpus(
             corpus.paths, config.tokenizer, input_format=config.input_format,
-            build_vocab=config.vocab is None, min_count=config.min_count,
-            max_vocab=config.max_vocab, progress=progress,
+            selection=corpus.selection, build_vocab=config.vocab is None,
+            min_count=config.min_count, max_vocab=config.max_vocab, progress=progress,
         )
     if stats.n_sentences == 0:
         raise ElmoError(f"the training files {config.train} have no sentences")
     if vocab is None:
         vocab = Vocabulary.from_file(config.vocab)
-    say(f"{stats.n_sentences:,} sentences, {stats.n_tokens:,} tokens; "
+    left_out = f" ({stats.left_out:,} documents left out by title)" \
+        if config.exclude_titles else ""
+    say(f"{stats.n_sentences:,} sentences, {stats.n_tokens:,} tokens{left_out}; "
         f"vocabulary of {len(vocab):,} words")
     info = RunInfo(config, files, stats.n_sentences, stats.n_tokens, world_size)
     return PreparedRun(info, vocab, fresh=True)

@@ -31,8 +31,9 @@ from elmo.vocab import BOS, EOS, Vocabulary
 
 class TrainStream:
     """Endless iterator of :class:`Batch` es of one rank, resumable with ``state_dict``, over
-    the corpus of `paths` (`elmo.data.prepared.open_corpus`: text files of any input kind, or
-    a prepared corpus, whose batches are the same as its text's)."""
+    the corpus of `paths` (`elmo.data.prepared.open_corpus`: text files of any input kind,
+    without the documents titled in `exclude_titles`, or a prepared corpus, whose batches are
+    the same as its text's)."""
 
     def __init__(
         self,
@@ -43,8 +44,9 @@ class TrainStream:
         rank: int = 0,
         world_size: int = 1,
         input_format: str = AUTO,
+        exclude_titles: Sequence[str] = (),
     ) -> None:
-        self.corpus = open_corpus(paths, tokenizer, input_format)
+        self.corpus = open_corpus(paths, tokenizer, input_format, exclude_titles)
         self.vocab, self.config = vocab, config
         self.rank, self.world_size = rank, world_size
         self.epoch = 0

@@ -260,7 +260,8 @@ class Trainer:
                           max_chars=lm.bilm.config.max_characters_per_token,
                           shuffle_window=cfg.shuffle_window, seed=cfg.seed)
         stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
-                             bptt, world.rank, world.world_size, cfg.input_format)
+                             bptt, world.rank, world.world_size, cfg.input_format,
+                             cfg.exclude_titles)
         ahead = cfg.prefetch if cfg.prefetch is not None else (DEFAULT_PREFETCH if on_cuda else 0)
         sampler = CandidateSampler(len(self.vocab), cfg.num_samples, cfg.seed, world.rank) \
             if lm.softmax_mode == "sampled" else None
