@@ -256,3 +256,19 @@ def test_every_train_option_has_help_that_states_its_default():
             shown = f"{action.default:g}" if isinstance(action.default, float) else \
                 str(action.default)
             assert f"default {shown}" in text, action.dest
+
+
+@pytest.mark.parametrize("command", ["vocab", "prepare-corpus"])
+@pytest.mark.parametrize("option, value", [("--max-vocab", "3"), ("--min-count", "0")])
+def test_vocabulary_options_are_checked_alike(command, option, value, tmp_path, capsys):
+    """`elmo vocab` and `elmo prepare-corpus` refuse a vocabulary without a word, or a
+    minimum count below 1, with one message (as training's config does)."""
+    train = tmp_path / "train.txt"
+    train.write_text("a b c\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--train", str(train), "--out", str(tmp_path / "out"), option, value])
+    assert stop.value.code == 2
+    expected = {"--max-vocab": "--max-vocab must be at least 4 (<S>, </S>, <UNK> and a word)",
+                "--min-count": "--min-count must be at least 1"}[option]
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ from elmo.io.titles import TITLE_LISTS
 from elmo.loading.model_files import ModelFiles
 from elmo.loading.resolve import resolve_model, sources_described
 from elmo.tokenize import TOKENIZERS, tokenizers_described
+from elmo.vocab import SPECIAL_TOKENS
 
 
 def model_help() -> str:
@@ -65,6 +66,17 @@ def add_vocab_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
     p.add_argument("--max-vocab", type=int, metavar="N",
                    help="building the vocabulary: keep the N most frequent words "
                    "(default: all)")
+
+
+def check_vocab_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse what `add_vocab_options` cannot build: a vocabulary holds the special tokens and
+    at least one word."""
+    if args.min_count < 1:
+        parser.error("--min-count must be at least 1")
+    least = len(SPECIAL_TOKENS) + 1
+    if args.max_vocab is not None and args.max_vocab < least:
+        parser.error(f"--max-vocab must be at least {least} ({', '.join(SPECIAL_TOKENS)} and "
+                     "a word)")
 
 
 def add_setting(p: argparse._ActionsContainer, name: str, what: str | None = None) -> None:

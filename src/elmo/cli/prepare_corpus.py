@@ -12,6 +12,7 @@ from elmo.cli.common import (
     add_input_format,
     add_overwrite,
     add_vocab_options,
+    check_vocab_options,
 )
 from elmo.data.prepared import (
     HELD_OUT_NAME,
@@ -59,10 +60,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if args.min_count < 1:
-        parser.error("--min-count must be at least 1")
-    if args.max_vocab is not None and args.max_vocab < 4:
-        parser.error("--max-vocab must be at least 4")
+    check_vocab_options(args, parser)
     if args.shard_tokens < 1:
         parser.error("--shard-tokens must be at least 1")
     if args.hold_out_every < 0:

@@ -11,6 +11,7 @@ from elmo.cli.common import (
     add_exclude_titles,
     add_input_format,
     add_overwrite,
+    check_vocab_options,
 )
 from elmo.data.corpus import Selection, expand_paths
 from elmo.errors import InputFileError
@@ -44,10 +45,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if args.min_count < 1:
-        parser.error("--min-count must be at least 1")
-    if args.max_vocab is not None and args.max_vocab < 3:
-        parser.error("--max-vocab must be at least 3 (<S>, </S>, <UNK>)")
+    check_vocab_options(args, parser)
     paths = expand_paths(args.train, allow_stdin=True)
     if is_stdin(args.out):
         stats, vocab = _scan(args, paths)
