@@ -25,7 +25,9 @@
 # ELMO_DEVICE=cpu ELMO_QUICK=1 runs it end to end on a CPU with tiny sizes (a test does);
 # PYTHON names the interpreter (default python3); GPU_BENCH_ARGS replaces gpu.py's section
 # options (default: the training section alone); TRAIN_PRESET (default small) and TRAIN_ARGS
-# (more `elmo train` options, e.g. --no-lstm-clip) shape the pretraining.
+# (more `elmo train` options, e.g. --no-lstm-clip) shape the pretraining; TRAIN_CORPUS, a
+# prepared corpus (`elmo prepare-corpus`; it may hold only the shards this call reaches),
+# replaces the text of DATA_DIR, with its held-out.txt as validation if it has one.
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT_DIR [MINUTES] [DATA_DIR]}
 minutes=${2:-10}
@@ -37,6 +39,14 @@ bench_minutes=${GPU_BENCH_MINUTES:-4.5}
 bench_args=${GPU_BENCH_ARGS:---skip correctness embedding memory bert}
 train_preset=${TRAIN_PRESET:-small}
 train_args=${TRAIN_ARGS:-}
+if [ -n "${TRAIN_CORPUS:-}" ]; then
+    train_inputs=("$TRAIN_CORPUS")
+    valid=$TRAIN_CORPUS/held-out.txt
+else
+    train_inputs=("$data/train.txt.gz" "$data"/en-extra/*.train.txt.gz)
+    valid=$data/valid.txt
+fi
+[ -f "$valid" ] || valid=$data/valid.txt
 start=$(date +%s)
 here=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH="$here/src:$here/benchmarks${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_MININTERVAL=15
@@ -93,9 +103,10 @@ PY
 preset=${ELMO_QUICK:+tiny}
 preset=${preset:-$train_preset}
 echo "preset $preset ($lstm LSTM), batch $batch, $steps steps, at most $(( left / 60 )) min, in $run_dir"
+echo "training on ${train_inputs[*]}, validating on $valid"
 # shellcheck disable=SC2086
-"$python" -m elmo train --train "$data/train.txt.gz" "$data"/en-extra/*.train.txt.gz \
-    --valid "$data/valid.txt" --out "$run_dir" --preset "$preset" --precision tf32 \
+"$python" -m elmo train --train "${train_inputs[@]}" \
+    --valid "$valid" --out "$run_dir" --preset "$preset" --precision tf32 \
     --device "$device" --batch-size "$batch" --optimizer adam --lr 0.004 \
     --schedule slanted-triangular --warmup-frac 0.05 --max-steps "$steps" \
     --max-minutes "$(awk "BEGIN { print ($left - 40) / 60 }")" --eval-every "$(( steps / 4 + 1 ))" \

@@ -84,3 +84,23 @@ def test_gpu_run_script_end_to_end_on_the_cpu(gpu_data, tmp_path):
 
     assert load_model(unpacked / "weights").bilm.config.lstm_dim == 64  # the tiny preset
     assert (unpacked / "run" / "metrics.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_run_script_trains_on_a_prepared_corpus(gpu_data, tmp_path):
+    """TRAIN_CORPUS: the run reads the prepared corpus (its shards, its vocabulary) and
+    validates on its held-out text, not on DATA_DIR's text."""
+    from elmo.cli import main
+
+    corpus = tmp_path / "corpus"
+    assert main(["prepare-corpus", "--train", str(gpu_data / "train.txt.gz"), "--out",
+                 str(corpus), "--hold-out-every", "10", "--quiet"]) == 0
+    out, run = tmp_path / "out", tmp_path / "run" / "run"
+    env = {**_env(), "ELMO_DEVICE": "cpu", "ELMO_QUICK": "1", "GPU_BENCH_MINUTES": "0",
+           "GPU_SKIP_TESTS": "1", "PYTHON": sys.executable, "TRAIN_CORPUS": str(corpus),
+           "TRAIN_RUN_DIR": str(run)}
+    subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_run.sh"), str(out), "3",
+                    str(gpu_data)], check=True, env=env, cwd=tmp_path, capture_output=True)
+    log = (out / "gpu_run.log").read_text()
+    assert f"training on {corpus}, validating on {corpus / 'held-out.txt'}" in log
+    assert (run / "metrics.jsonl").read_text()
