@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -143,6 +144,23 @@ def test_ray_command_equals_embed(ray_session, model_dir, tmp_path, capsys):
     assert "already exists: pass --overwrite" in capsys.readouterr().err
 
 
+def _settled_blocks(partial: Path, quiet_seconds: float = 5.0) -> dict[str, int]:
+    """The block files in `partial` (name -> mtime) once none has appeared or changed for
+    `quiet_seconds`: an actor of a killed driver may finish writing the block it holds before
+    Ray ends it."""
+    deadline = time.monotonic() + 120
+    seen: dict[str, int] = {}
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now = {p.name: p.stat().st_mtime_ns for p in partial.glob("part-*.parquet")}
+        if now != seen:
+            seen, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_seconds:
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"the block files in {partial} kept changing for 120 s")
+
+
 def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
     lines = [" ".join([f"line {i} of the corpus ."] * (1 + i % 3)) for i in range(48)]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -159,7 +177,7 @@ def test_a_killed_ray_run_resumes(ray_session, model_dir, tmp_path, capsys):
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    before = {p.name: p.stat().st_mtime_ns for p in partial.glob("part-*.parquet")}
+    before = _settled_blocks(partial)
     assert 1 <= len(before) < 3 and not (out / "_manifest.json").exists()
 
     capsys.readouterr()
