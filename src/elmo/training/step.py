@@ -149,6 +149,13 @@ def fill_static(static: BatchTensors, batch: BatchTensors) -> None:
         buffer.copy_(value, non_blocking=True)
 
 
+def _copy_states(into: list[LSTMState], states: list[LSTMState]) -> None:
+    """Copy each layer's (h, c) of `states` into the tensors of `into`, in place."""
+    for (h, c), (new_h, new_c) in zip(into, states, strict=True):
+        h.copy_(new_h)
+        c.copy_(new_c)
+
+
 class CUDAGraphs:
     """How `GraphedStep` runs on CUDA: warm-up steps on a side stream (what torch asks before
     a capture), and work captured in a CUDA graph, of which it returns the replay."""
@@ -219,9 +226,7 @@ class GraphedStep:
         self.lr_values = values
         bilm = self.step.lm.bilm
         if self.states and bilm.carried_states is not self.states:  # an eager step between
-            for (h, c), (new_h, new_c) in zip(self.states, bilm.carried_states, strict=True):
-                h.copy_(new_h)
-                c.copy_(new_c)
+            _copy_states(self.states, bilm.carried_states)
             bilm.carried_states = self.states
         self.replay()
         self.replays += 1
@@ -232,10 +237,7 @@ class GraphedStep:
         bilm = self.step.lm.bilm
         bilm.carried_states = self.states or None
         self.step(self.static)
-        for (h, c), (new_h, new_c) in zip(self.states, bilm.carried_states or [],
-                                          strict=True):
-            h.copy_(new_h)
-            c.copy_(new_c)
+        _copy_states(self.states, bilm.carried_states or [])
 
     def _capture(self, key: tuple, batch: BatchTensors) -> bool:
         """Capture the step for `key` (dropping the previous graph); False if it failed, and
