@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from elmo.tokenize import TOKENIZER_NAMES, get_tokenizer
+from elmo.tokenize import TOKENIZER_NAMES, TOKENIZERS, get_tokenizer
 
 
 def test_whitespace_splits_on_runs_of_whitespace():
@@ -21,6 +21,19 @@ def test_moses_splits_punctuation_without_escaping():
     tok = get_tokenizer("moses")
     want = "Hello , world ! Tom & Jerry 's ."
     assert tok("Hello, world! Tom & Jerry's.") == want.split()
+
+
+def test_wikitext_splits_raw_text_as_wikitext_wrote_it():
+    # The raw article text and WikiText-2's own line for it (test.txt, "Robert Boulter").
+    tok = get_tokenizer("wikitext")
+    raw = ("Robert Boulter is an English film, television and theatre actor. He had a "
+           "guest-starring role on the television series The Bill in 2000.")
+    want = ("Robert Boulter is an English film , television and theatre actor . He had a "
+            "guest @-@ starring role on the television series The Bill in 2000 .")
+    assert tok(raw) == want.split()
+    assert tok("It cost $1,500,000, 3.5 times more.") == \
+        "It cost $ 1 @,@ 500 @,@ 000 , 3 @.@ 5 times more .".split()
+    assert not TOKENIZERS["wikitext"].keeps_text
 
 
 def test_jieba_segments_and_drops_whitespace():

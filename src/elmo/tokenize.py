@@ -10,6 +10,7 @@ Tokenizers are small picklable objects, so they can be sent to data-loading work
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,14 +41,31 @@ class _Moses:
         self.lang = lang
         self._tok: Any = None
 
-    def __call__(self, text: str) -> list[str]:
+    def _moses(self, text: str, **options: bool) -> list[str]:
         if self._tok is None:
-            sacremoses = import_extra("sacremoses", "the 'moses' tokenizer")
+            sacremoses = import_extra("sacremoses", "the Moses tokenizers")
             self._tok = sacremoses.MosesTokenizer(lang=self.lang)
-        return self._tok.tokenize(text, escape=False)
+        return self._tok.tokenize(text, escape=False, **options)
+
+    def __call__(self, text: str) -> list[str]:
+        return self._moses(text)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"lang": self.lang, "_tok": None}  # rebuilt lazily in the worker
+
+
+# A number's inner separators, which WikiText writes as tokens of their own: 1 @,@ 000, 3 @.@ 5.
+_NUMBER_SEPARATOR = re.compile(r"(?<=\d)([,.])(?=\d)")
+
+
+class _WikiText(_Moses):
+    """Raw English text split as WikiText-2/-103 are (Merity et al. 2016): Moses with hyphens
+    between letters or digits as `@-@`, and a number's `,` and `.` as `@,@` and `@.@`."""
+
+    def __call__(self, text: str) -> list[str]:
+        tokens = self._moses(text, aggressive_dash_splits=True)
+        return [piece for token in tokens
+                for piece in _NUMBER_SEPARATOR.sub(r" @\1@ ", token).split()]
 
 
 class _Jieba:
@@ -99,6 +117,8 @@ TOKENIZERS: dict[str, TokenizerKind] = {kind.name: kind for kind in (
     TokenizerKind("whitespace", "tokens separated by white space", _Whitespace),
     TokenizerKind("moses", "English Moses tokenization (sacremoses)", _Moses,
                   needs="sacremoses"),
+    TokenizerKind("wikitext", "English split as WikiText is: Moses, with @-@, @,@ and @.@ "
+                  "(sacremoses)", _WikiText, needs="sacremoses", keeps_text=False),
     TokenizerKind("jieba", "Chinese word segmentation (jieba)", _Jieba, needs="jieba",
                   characters=True, language="zh"),
     TokenizerKind("chars", "every character but white space a token (character-level "
