@@ -51,7 +51,7 @@ def test_tokenizers_pickle(name):
 
 
 def test_unknown_name_lists_choices():
-    with pytest.raises(ValueError, match="whitespace, moses, jieba, chars"):
+    with pytest.raises(ValueError, match="whitespace, moses, wikitext, jieba, chars"):
         get_tokenizer("spacy")
 
 
