@@ -423,7 +423,8 @@ class TrainRun:
     def name(self) -> str:
         return " ".join(str(v) for v in (
             self.preset, self.batch_size, self.precision,
-            "graphs" if self.graphs else "eager", self.lstm, self.step_loop) if v)
+            "graphs" if self.graphs else "eager", self.lstm, self.step_loop,
+            None if self.clip else "noclip") if v)
 
 
 # In order of importance (each about 5-15 s on an H100/H200): `original` at 512 rows in

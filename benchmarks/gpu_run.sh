@@ -59,7 +59,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv 
 
 if [ -z "${GPU_SKIP_TESTS:-}" ]; then
     echo "== the tests of the device paths (CUDA ones run here only)"
-    (cd "$here" && timeout 150 "$python" -m pytest -q -x -p no:cacheprovider \
+    (cd "$here" && timeout 150 "$python" -m pytest -q -p no:cacheprovider \
         tests/test_train_step.py tests/test_lstm_backends.py tests/test_step_loops.py \
         tests/test_train_device.py tests/test_device_memory.py 2>&1 | tail -15)
 fi

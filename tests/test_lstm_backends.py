@@ -215,6 +215,25 @@ def test_cudnn_backend_equals_the_reference_without_clipping(stateful, lengths):
     assert (got[2].abs() > 1.0).any()  # the cell goes where a clip at 1 would have cut it
 
 
+def test_cudnn_backend_hands_torch_contiguous_tensors(monkeypatch):
+    """cuDNN views the input and weights it is given: a transposed weight fails there (a view
+    error), though the CPU's kernel takes it."""
+    real, contiguous = torch.lstm, []
+
+    def checking(*args):  # type: ignore[no-untyped-def]
+        for arg in args:
+            for t in arg if isinstance(arg, list | tuple) else [arg]:
+                if isinstance(t, torch.Tensor):
+                    contiguous.append(t.is_contiguous())
+        return real(*args)
+
+    monkeypatch.setattr(torch, "lstm", checking)
+    layer = _unclipped(seed=14)
+    x, _, state = _inputs(layer, True, seed=15)
+    _with_gradients(layer, "cudnn", x[:, :, 2:], None, state)  # a window of the time axis
+    assert contiguous and all(contiguous)
+
+
 def test_cudnn_backend_refuses_a_clipped_layer():
     with pytest.raises(ValueError, match="cannot clip"):
         BACKENDS["cudnn"](_layer(seed=13))

@@ -207,7 +207,8 @@ class CuDNNBackend(LSTMBackend):
         layer = self.layer
         bias = gates(layer.gate_bias()[direction])[:, 0]  # (4C,)
         return [gates(layer.input_weight[direction]), gates(layer.state_weight[direction]),
-                bias, torch.zeros_like(bias), layer.proj_weight[direction].t().to(dtype)]
+                bias, torch.zeros_like(bias),
+                layer.proj_weight[direction].t().contiguous().to(dtype)]  # cuDNN views each
 
     def run(
         self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
@@ -224,7 +225,7 @@ class CuDNNBackend(LSTMBackend):
         for k in range(d):
             weights = self.torch_weights(k, x.dtype)
             hx = (h0[k : k + 1, :running].to(x.dtype), c0[k : k + 1, :running].to(x.dtype))
-            rows = x[k, :running]  # (n, T, I)
+            rows = x[k, :running].contiguous()  # (n, T, I); cuDNN views it
             with warnings.catch_warnings():  # its notes on weights outside one flat buffer
                 warnings.simplefilter("ignore", UserWarning)
                 if sizes is None:

@@ -99,7 +99,8 @@ class StepStats:
 
 
 class TrainStep:
-    """One optimizer step on the device, from a batch already there; nothing is read back."""
+    """One optimizer step on the device (a batch on the host is copied there first); nothing
+    is read back."""
 
     def __init__(
         self, lm: BiLanguageModel, optimizer: torch.optim.Optimizer, world: World,
@@ -110,6 +111,7 @@ class TrainStep:
 
     def __call__(self, batch: BatchTensors) -> None:
         lm, device = self.lm, self.world.device
+        batch = batch.to(device)  # no copy where it is there already
         with PRECISIONS[self.precision].autocast_on(device):
             losses = lm(batch.tokens, batch.targets, batch.mask, batch.candidates)
         self.optimizer.zero_grad(set_to_none=True)
@@ -208,16 +210,16 @@ class GraphedStep:
     def __call__(self, batch: BatchTensors) -> None:
         """One step on `batch` (on the host, pinned)."""
         if batch.mask is not None or self.failed is not None:
-            return self.step(batch.to(self.device))
+            return self.step(batch)
         trainable = tuple(p.requires_grad for p in self.step.lm.parameters())
         capacity = max(self.capacity, bucket(len(batch.tokens.chars) * 5 // 4))
         key = (capacity, trainable)
         if key != self.key:
             if key != self.warmed:  # a new shape: one eager step first
                 self.warmed = key
-                return self.graphs.warm_up(lambda: self.step(batch.to(self.device)))
+                return self.graphs.warm_up(lambda: self.step(batch))
             if not self._capture(key, batch):
-                return self.step(batch.to(self.device))
+                return self.step(batch)
         fill_static(self.static, batch)
         values = [group["lr"] for group in self.step.optimizer.param_groups]
         for lr, value, held in zip(self.lrs, values, self.lr_values, strict=True):
