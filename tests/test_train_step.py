@@ -219,7 +219,8 @@ def test_the_graphed_step_equals_the_eager_step_on_cuda(tmp_path, optimizer, cli
     (eager_sums, eager), (graph_sums, graphed_state) = results
     torch.testing.assert_close(graph_sums, eager_sums, atol=1e-5, rtol=1e-5)
     for name, value in eager.items():
-        torch.testing.assert_close(graphed_state[name], value, atol=1e-5, rtol=1e-5, msg=name)
+        torch.testing.assert_close(graphed_state[name], value, atol=1e-5, rtol=1e-5,
+                                   msg=lambda text, name=name: f"{name}: {text}")
 
 
 @CUDA
