@@ -74,7 +74,7 @@ fi
 echo "== pretraining with the time left"
 run_dir=${TRAIN_RUN_DIR:-$(mktemp -d)/run}
 weights="$(dirname "$run_dir")/weights"
-left=$(( ${minutes%.*} * 60 - ($(date +%s) - start) - 45 ))  # 45 s to pack the results
+left=$(awk "BEGIN { printf \"%d\", $minutes * 60 - $(( $(date +%s) - start )) - 45 }")  # 45 s to pack
 if [ "$left" -lt 60 ]; then
     echo "only ${left}s left: no pretraining"
     exit 0
