@@ -492,6 +492,9 @@ def main() -> None:
                         help="biLM adaptation time limit per task")
     parser.add_argument("--tasks", nargs="+", choices=[t.name for t in TASKS], metavar="TASK",
                         help="only these tasks (default: all)")
+    parser.add_argument("--columns", nargs="+", metavar="COLUMN",
+                        help="only these columns of the table (default: all; names as its "
+                        f"header: {', '.join(COLUMNS)}; --full: {', '.join(FULL_COLUMNS)})")
     parser.add_argument("--cache-dir", type=Path, help="feature cache (default: WORK/features)")
     parser.add_argument("--memory-sizes", type=int, nargs="+", default=[500, 2000, 8000],
                         help="training-set sizes of the peak-memory runs")
@@ -519,7 +522,12 @@ def main() -> None:
     args = parser.parse_args()
     args.seeds = args.seeds or (2 if args.full else 3)
     args.epochs = args.epochs or (20 if args.full else 5)
-    args.columns = FULL_COLUMNS if args.full else COLUMNS
+    table = FULL_COLUMNS if args.full else COLUMNS
+    unknown = set(args.columns or ()) - set(table)
+    if unknown:
+        parser.error(f"no column {', '.join(sorted(unknown))} in this table: "
+                     f"choose from {', '.join(table)}")
+    args.columns = {name: table[name] for name in table if name in (args.columns or table)}
     if args.full:
         args.train_size = args.dev_size = None
         args.table_only = True

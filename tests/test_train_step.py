@@ -204,6 +204,13 @@ def test_the_graphed_step_equals_the_eager_step_on_cuda(tmp_path, optimizer, cli
         lm = model().to(device)
         opt = build_optimizer(optimizer, [{"params": list(lm.parameters())}], 0.05, device,
                               capturable=graphed)
+        if optimizer == "adam":
+            # Adam divides a gradient by its running RMS, so a rare character's near-zero
+            # gradient, whose rounding differs between the graph's kernels and eager ones,
+            # moves its row by a good part of lr either way (seen on an H100 with eps 1e-8:
+            # rows of the char embedding 1.3e-4 apart). eps 1e-3 keeps such updates in
+            # proportion to the gradient, as Adagrad's initial accumulator of 1 does.
+            opt.param_groups[0]["eps"] = 1e-3
         stats = StepStats(device)
         step = TrainStep(lm, opt, World(device=device), stats, CLIP, UNROLL, "fp32")
         run = GraphedStep(step) if graphed else step
