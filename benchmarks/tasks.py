@@ -522,12 +522,13 @@ def main() -> None:
     args = parser.parse_args()
     args.seeds = args.seeds or (2 if args.full else 3)
     args.epochs = args.epochs or (20 if args.full else 5)
-    table = FULL_COLUMNS if args.full else COLUMNS
-    unknown = set(args.columns or ()) - set(table)
+    all_columns = FULL_COLUMNS if args.full else COLUMNS
+    unknown = set(args.columns or ()) - set(all_columns)
     if unknown:
         parser.error(f"no column {', '.join(sorted(unknown))} in this table: "
-                     f"choose from {', '.join(table)}")
-    args.columns = {name: table[name] for name in table if name in (args.columns or table)}
+                     f"choose from {', '.join(all_columns)}")
+    args.columns = {name: options for name, options in all_columns.items()
+                    if name in (args.columns or all_columns)}
     if args.full:
         args.train_size = args.dev_size = None
         args.table_only = True

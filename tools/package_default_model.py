@@ -117,6 +117,15 @@ def fp16_cost(run_dir: Path, shipped: Path, text: Path, tokenizer: str) -> tuple
     return float(diff), len(sentences)
 
 
+def wall_minutes(run_dir: Path, metrics: list[dict]) -> float:
+    """The run's wall clock: its last logged "minutes" (newer runs log the wall clock since the
+    first step), else the time from run.json to the last weights written."""
+    logged = [m["minutes"] for m in metrics if "valid_ppl" in m and "minutes" in m]
+    if logged:
+        return max(logged)
+    return ((run_dir / WEIGHTS_NAME).stat().st_mtime - (run_dir / RUN_NAME).stat().st_mtime) / 60
+
+
 def training_record(run_dir: Path) -> dict:
     """Steps, tokens, time and the validation curve of a run, from run.json and metrics."""
     run = json.loads((run_dir / RUN_NAME).read_text())
@@ -146,8 +155,7 @@ def training_record(run_dir: Path) -> dict:
         "epochs": steps * tokens_per_step / run["n_tokens"],
         "corpus_tokens": run["n_tokens"],
         "mean_tokens_per_s": float(np.mean(speeds)),
-        "wall_minutes": ((run_dir / WEIGHTS_NAME).stat().st_mtime
-                         - (run_dir / RUN_NAME).stat().st_mtime) / 60,
+        "wall_minutes": wall_minutes(run_dir, metrics),
         "validation": valid,
         "config": config,
     }
@@ -157,7 +165,7 @@ CARD = """# Shipped model `{name}`: {origin} trained on {data_name}
 
 `elmo embed {name} ...`, `elmo perplexity {name} FILE`, `Embedder.from_pretrained("{name}")`
 and `load_pretrained("{name}")` use it. It is small and was trained for about {wall:.0f} minutes
-on a 2-core CPU, so it demonstrates the pipeline; for real work train your own{released}.
+on a 2-core CPU{continued}, so it demonstrates the pipeline; for real work train your own{released}.
 
 | | |
 |---|---|
@@ -195,8 +203,9 @@ def describe_architecture(config: BiLMConfig, preset: str | None) -> str:
             f"(widths {min(widths)}-{max(widths)}), {config.n_highway} highway "
             f"layer{'' if config.n_highway == 1 else 's'}, "
             f"projection to {config.projection_dim}; {config.n_layers} LSTM layers per "
-            f"direction, cell {config.lstm_dim}, projection {config.projection_dim}, clipping "
-            f"{config.cell_clip:g}{residual}")
+            f"direction, cell {config.lstm_dim}, projection {config.projection_dim}, "
+            f"{'no clipping' if config.cell_clip is None else f'clipping {config.cell_clip:g}'}"
+            f"{residual}")
 
 
 def validation_table(validation: list[dict]) -> str:
@@ -268,6 +277,8 @@ def render(directory: Path, card: dict) -> str:
         tokens_seen=record["tokens_seen"], epochs=record["epochs"], optimizer=optimizer,
         dropout=config["dropout"], softmax=softmax, clip=config["clip_norm"],
         seed=config["seed"], wall=record["wall_minutes"], tps=record["mean_tokens_per_s"],
+        continued="" if config["init_from"] is None else " after the training of the model "
+        "it continues (below)",
         command=card["command"], run_dir=card["run_dir"], perplexity_rows=rows,
         first_sentences=first_sentences_table(card["perplexity"]), validation=validation,
         notes=f"\n{card['notes'].strip()}\n" if card.get("notes") else "",
