@@ -416,6 +416,33 @@ def test_a_lock_is_its_holders_flock_not_a_word_in_a_message(tmp_path, model_dir
     assert not partial.exists() and not (tmp_path / "out.hdf5.lock").exists()
 
 
+SWALLOWING_IMPORT = """
+import os, signal, sys
+from importlib.abc import MetaPathFinder
+
+class Swallowing(MetaPathFinder):  # an import whose bare `except:` swallows Ctrl-C
+    def find_spec(self, name, path, target=None):
+        if name == "elmo.cli":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))  # the handler runs here, inside the try
+            except:  # noqa: E722
+                pass
+
+sys.meta_path.insert(0, Swallowing())
+from elmo.__main__ import main
+sys.exit(main(["--help"]))
+"""
+
+
+def test_ctrl_c_that_an_import_swallows_still_exits_130():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", SWALLOWING_IMPORT], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 130 and done.stderr.strip() == "elmo: interrupted"
+
+
 def test_ctrl_c_while_torch_imports_exits_130_quietly(tmp_path):
     """SIGINT in the first seconds of `elmo ...`, while torch is being imported: status 130 and
     one line, no traceback (`python -X importtime` says when torch's import has begun)."""

@@ -67,8 +67,10 @@ def test_a_sentence_gets_the_same_vectors_whatever_it_is_batched_with():
     with_others = [Sentence(s.split()) for s in SENTENCES]
     embeddings.embed(alone)
     embeddings.embed(with_others)
+    # As the Embedder's own batch test (test_embed_cli.py): another batch shape sums in another
+    # order, a few float32 ulps apart (1.7e-6 on values near 1.2 with the shipped model).
     np.testing.assert_allclose(alone[2].get_embedding().numpy(),
-                               with_others[1][2].get_embedding().numpy(), atol=1e-6)
+                               with_others[1][2].get_embedding().numpy(), atol=1e-5)
 
 
 def test_name_and_length_are_flairs():
