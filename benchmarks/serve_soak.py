@@ -39,13 +39,6 @@ from elmo.embed import Embedder, select_layers
 from elmo.tokenize import get_tokenizer
 
 TOLERANCE = 1e-5  # absolute, plus the same relative to the value: batches sum in other orders
-
-
-def _apart(got: np.ndarray, want: np.ndarray) -> str | None:
-    """Why `got` is not `want` within TOLERANCE (absolute plus relative), or None."""
-    if np.all(np.abs(got - want) <= TOLERANCE * (1 + np.abs(want))):
-        return None
-    return f"vectors differ by {np.abs(got - want).max():.2e}"
 MAX_GROWTH = 0.05  # of the resident memory, from the end of the warm-up to the end
 WORDS = ("the bank of river money rates raised we sat on a play children actors stage "
          "interest loan water , . ; ' ( ) 1984 naïve café über Zürich are is was be it "
@@ -84,6 +77,13 @@ class Expected:
         """`/embed`'s default vector of text `i`: the layer average's mean, normalized."""
         v = select_layers(self.text_layers[i], "average").mean(axis=0)
         return v / np.linalg.norm(v)
+
+
+def _apart(got: np.ndarray, want: np.ndarray) -> str | None:
+    """Why `got` is not `want` within TOLERANCE (absolute plus relative), or None."""
+    if np.allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE):
+        return None
+    return f"vectors differ by {np.abs(got - want).max():.2e}"
 
 
 class Mix:
