@@ -17,7 +17,6 @@ from elmo.data.corpus import Selection, expand_paths
 from elmo.errors import InputFileError
 from elmo.io.atomic import claim_output
 from elmo.io.textfile import STDIN, is_stdin
-from elmo.io.titles import read_titles
 from elmo.training.prepare import CorpusStats, scan_corpus
 from elmo.vocab import Vocabulary
 
@@ -63,10 +62,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _scan(args: argparse.Namespace, paths: list[Path]) -> tuple[CorpusStats, Vocabulary]:
-    titles = read_titles(args.exclude_titles) if args.exclude_titles else None
     stats, vocab = scan_corpus(paths, args.tokenizer, input_format=args.input_format,
-                               selection=Selection(titles), min_count=args.min_count,
-                               max_vocab=args.max_vocab, progress=not args.quiet)
+                               selection=Selection.leaving_out(args.exclude_titles or ()),
+                               min_count=args.min_count, max_vocab=args.max_vocab,
+                               progress=not args.quiet)
     if stats.n_sentences == 0:
         raise InputFileError(f"the training files {args.train} have no sentences (empty or "
                              "blank): a vocabulary needs words")

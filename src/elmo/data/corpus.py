@@ -27,7 +27,7 @@ from elmo.errors import InputFileError
 from elmo.io.inputs import AUTO, folder_files, input_kind
 from elmo.io.sentences import SPLITTERS
 from elmo.io.textfile import is_stdin
-from elmo.io.titles import TitleSet
+from elmo.io.titles import TitleSet, read_titles
 from elmo.tokenize import TOKENIZERS, Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
@@ -49,6 +49,12 @@ class Selection:
     def __post_init__(self) -> None:
         if self.hold_out_every < 0:
             raise ValueError(f"hold_out_every must be >= 0, got {self.hold_out_every}")
+
+    @classmethod
+    def leaving_out(cls, title_lists: Sequence[PathLike], hold_out_every: int = 0) -> Selection:
+        """Leave out the documents titled in the lists `title_lists` (`elmo.io.titles`; none:
+        every document is read)."""
+        return cls(read_titles(title_lists) if title_lists else None, hold_out_every)
 
 
 EVERY_DOCUMENT = Selection()  # none left out, none held out

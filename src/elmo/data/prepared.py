@@ -52,7 +52,6 @@ from elmo.data.corpus import (
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
-from elmo.io.titles import read_titles
 from elmo.tokenize import get_tokenizer
 from elmo.vocab import Vocabulary
 
@@ -283,8 +282,8 @@ def prepare_corpus(
     if shard_tokens < 1:
         raise ValueError(f"shard_tokens must be >= 1, got {shard_tokens}")
     out, paths = Path(out), expand_paths(train)
-    titles = read_titles(exclude_titles) if exclude_titles else None
-    selection = Selection(titles, hold_out_every)
+    selection = Selection.leaving_out(exclude_titles, hold_out_every)
+    titles = selection.exclude
     if out.is_dir() and any(out.iterdir()) and not is_prepared_corpus(out):
         raise InputFileError(f"{out} holds files but no prepared corpus ({MANIFEST_NAME}), "
                              "and it is replaced whole: give a new or empty folder")
@@ -415,8 +414,8 @@ def open_corpus(
     whose title is in one of the lists `exclude_titles` (`elmo.io.titles`)."""
     prepared = [p for p in paths if is_prepared_corpus(p)]
     if not prepared:
-        titles = read_titles(exclude_titles) if exclude_titles else None
-        return TextCorpus(expand_paths(paths), tokenizer, input_format, Selection(titles))
+        return TextCorpus(expand_paths(paths), tokenizer, input_format,
+                          Selection.leaving_out(exclude_titles))
     if exclude_titles:
         raise InputFileError(f"{prepared[0]} is a prepared corpus, read as it was prepared: "
                              "leave documents out by title when preparing it "
