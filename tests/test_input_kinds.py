@@ -5,6 +5,7 @@ resume) as their text does; malformed lines and documents are named and skipped.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
 import random
@@ -82,15 +83,68 @@ def test_input_kinds_are_recognised_by_name_or_first_line(tmp_path):
         input_kind(tmp_path / "plain.txt", "xml")
 
 
-def test_a_folder_that_is_not_wikiextractor_output_is_refused(tmp_path):
+def compressed(folder, into, compression: str):
+    """WikiExtractor's folder `folder` again under `into`, its files compressed as its
+    --compress writes them: bz2 (one stream per file, or per document as some of its versions
+    write it), or gzip; returns `into`."""
+    for path in sorted(p for p in folder.rglob("wiki_*")):
+        text = path.read_bytes()
+        if compression == "bz2-per-document":
+            docs = [d + b"</doc>\n" for d in text.split(b"</doc>\n")[:-1]]
+            data, suffix = b"".join(bz2.compress(d) for d in docs), ".bz2"
+        elif compression == "bz2":
+            data, suffix = bz2.compress(text), ".bz2"
+        else:
+            data, suffix = gzip.compress(text), ".gz"
+        target = into / path.relative_to(folder).parent / (path.name + suffix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return into
+
+
+@pytest.mark.parametrize("compression", ["bz2", "bz2-per-document", "gz"])
+def test_a_compressed_wikiextractor_folder_reads_as_its_text(tmp_path, compression):
+    corpus = write_documents(tmp_path)
+    folder = compressed(corpus["wikiextractor"], tmp_path / "packed", compression)
+    files = expand_paths([folder])
+    suffix = ".gz" if compression == "gz" else ".bz2"
+    assert [f.relative_to(folder).as_posix() for f in files] == [
+        f"AA/wiki_00{suffix}", f"AA/wiki_01{suffix}", f"AB/wiki_00{suffix}"]
+    assert {input_kind(f).name for f in files} == {"wikiextractor"}
+    want = corpus["text"].read_text(encoding="utf-8").splitlines()
+    assert sentences_of(folder) == want
+    cut = tmp_path / "cut" / f"wiki_00{suffix}"  # a file cut short is named
+    cut.parent.mkdir()
+    cut.write_bytes(files[0].read_bytes()[:-30])
+    with pytest.raises(InputFileError, match=f"{cut} is not a complete (bzip2|gzip) file"):
+        sentences_of(cut)
+
+
+def test_compressed_files_are_told_by_their_bytes_and_named_as_their_text(tmp_path):
+    text = "One line .\nTwo lines .\n"
+    (tmp_path / "notes.txt").write_bytes(bz2.compress(text.encode()))  # any name
+    assert sentences_of(tmp_path / "notes.txt") == ["One line .", "Two lines ."]
+    (tmp_path / "seqs.fa.bz2").write_bytes(bz2.compress(b">p1\nMKV\n"))
+    assert input_kind(tmp_path / "seqs.fa.bz2").name == "fasta"
+    (tmp_path / "BZh.txt").write_text("BZh is how this line starts\n")  # not bzip2
+    assert sentences_of(tmp_path / "BZh.txt") == ["BZh is how this line starts"]
+
+
+def test_a_wikiextractor_folders_other_files_are_named_and_skipped(tmp_path):
     (tmp_path / "AA").mkdir()
     (tmp_path / "AA" / "wiki_00").write_text('<doc id="1" title="a">\na\n</doc>\n')
-    (tmp_path / "AA" / "notes.txt").write_text("not a wiki file\n")
+    (tmp_path / "README.txt").write_text("not a wiki file\n")
+    (tmp_path / "AA" / "notes.txt").write_text("nor this\n")
+    (tmp_path / ".hidden").write_text("left out\n")
+    with pytest.warns(UserWarning) as caught:
+        assert expand_paths([tmp_path]) == [tmp_path / "AA" / "wiki_00"]
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path}: read as WikiExtractor's output, its 1 wiki_NN file(s); skipped 2 other "
+        f"file(s): AA/notes.txt, README.txt (to choose the files, pass a quoted glob such as "
+        f"'{tmp_path}/*/wiki_*')"]
+    (tmp_path / "AA" / "wiki_00").unlink()  # no wiki_NN file: not WikiExtractor's output
     with pytest.raises(InputFileError, match="is a directory, not a text file"):
         expand_paths([tmp_path])
-    (tmp_path / "AA" / "notes.txt").unlink()
-    (tmp_path / ".hidden").write_text("left out\n")
-    assert expand_paths([tmp_path]) == [tmp_path / "AA" / "wiki_00"]
 
 
 def test_malformed_json_lines_are_named_and_skipped(tmp_path):
@@ -206,19 +260,28 @@ def test_chinese_json_lines_are_split_after_the_full_stops(tmp_path):
         list("我们去公园。"), list("今天天气很好！"), list("你呢？"), list("我也去。")]
 
 
-@pytest.mark.parametrize("kind", ["wikiextractor", "jsonl"])
+@pytest.mark.parametrize("kind", ["wikiextractor", "jsonl", "wikiextractor-bz2-untidy"])
 def test_a_wikiextractor_folder_and_a_json_lines_file_train_and_resume_as_their_text(
         tmp_path, kind):
     """A run on each, stopped at step 10 and resumed to 20, ends bit-identical to the run on
-    the same sentences as text, one per line."""
+    the same sentences as text, one per line; so does a folder of WikiExtractor --compress
+    files with a stray README.txt (skipped, with a note naming it)."""
     corpus = write_documents(tmp_path)
     reference = run(tiny_config(corpus["text"], max_steps=20), tmp_path / "text")
     assert reference.step == 20
+    if kind == "wikiextractor-bz2-untidy":
+        corpus[kind] = compressed(corpus["wikiextractor"], tmp_path / "packed", "bz2")
+        (corpus[kind] / "README.txt").write_text("Extracted with WikiExtractor.\n")
     out = tmp_path / kind
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # nothing malformed here
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         run(tiny_config(corpus[kind], max_steps=10), out)
         assert run(tiny_config(corpus[kind], max_steps=20), out).step == 20
+    notes = {str(w.message) for w in caught}
+    assert notes == ({f"{corpus[kind]}: read as WikiExtractor's output, its 3 wiki_NN file(s); "
+                      f"skipped 1 other file(s): README.txt (to choose the files, pass a quoted "
+                      f"glob such as '{corpus[kind]}/*/wiki_*')"}
+                     if kind.endswith("untidy") else set())  # nothing malformed here
     assert_identical(run_files(out), run_files(tmp_path / "text"))
 
 

@@ -2,7 +2,7 @@
 
 A record is a header line `>ID DESCRIPTION` (the id is the first whitespace-separated word,
 taken verbatim; the rest is the description) and the sequence lines after it, joined whatever
-their width. The file is read through `elmo.io.textfile.read_lines` (plain or gzipped UTF-8,
+their width. The file is read through `elmo.io.textfile.read_lines` (plain or compressed UTF-8,
 CRLF). Blank lines between records and a missing final newline are fine. Each letter is one
 residue, kept exactly as written. What cannot be a record is an InputFileError naming the file,
 the record and the line: a sequence line before any header, a header without an id, a record
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.textfile import read_lines
+from elmo.io.textfile import plain_name, read_lines
 
 SUFFIXES = (".fasta", ".fa", ".faa", ".fas")
 # How a record's HDF5 dataset is named: by its id, or by biotrainer's hash of its sequence.
@@ -30,8 +30,8 @@ _LOWERCASE = re.compile(r"[a-z]")
 
 
 def is_fasta_path(path: str | Path) -> bool:
-    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain or .gz."""
-    name = Path(path).name.lower().removesuffix(".gz")
+    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain or compressed."""
+    name = plain_name(path)
     return name.endswith(SUFFIXES)
 
 

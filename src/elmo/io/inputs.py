@@ -4,9 +4,9 @@ A kind says how a file of it is recognised (its name, or its first non-blank lin
 its files, for WikiExtractor's output) and reads a file as *passages*: pieces of text with the
 line they are on and a key naming them. A passage is one sentence (a text line, a FASTA
 record), or a paragraph that the reader of the corpus splits into sentences
-(`elmo.io.sentences`). Every file is read through `elmo.io.textfile.read_lines` (plain or
-gzipped UTF-8, a line at a time: nothing holds a whole file; a WikiExtractor document is held
-until its `</doc>`, at most `MAX_DOCUMENT_CHARS`).
+(`elmo.io.sentences`). Every file is read through `elmo.io.textfile.read_lines` (UTF-8, plain,
+gzipped or bzip2-compressed, a line at a time: nothing holds a whole file; a WikiExtractor
+document is held until its `</doc>`, at most `MAX_DOCUMENT_CHARS`).
 
 Malformed input (a JSON line that is not an object with a "text" or "content" string, a
 WikiExtractor document that is not closed or has no id, text outside a document) is skipped
@@ -34,13 +34,15 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
-from elmo.io.textfile import is_stdin, read_lines, scan_input
+from elmo.io.textfile import COMPRESSIONS, is_stdin, plain_name, read_lines, scan_input
 
 AUTO = "auto"
 MAX_NAMED = 10  # malformed lines or documents named one by one in each file
 MAX_DOCUMENT_CHARS = 1 << 26  # a WikiExtractor document longer than this is malformed
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
-WIKI_FILE = re.compile(r"wiki_\d+(\.bz2|\.gz)?")  # WikiExtractor's output files
+# WikiExtractor's output files: wiki_00, ..., compressed with --compress (wiki_00.bz2)
+WIKI_FILE = re.compile(r"wiki_\d+(" + "|".join(re.escape(c.suffix) for c in COMPRESSIONS)
+                       + ")?")
 WIKI_HEADER = re.compile(r'<doc id="(?P<id>[^"]*)"[^>]*?(?: title="(?P<title>.*)")?>')
 
 
@@ -140,10 +142,6 @@ def _first_line(path: Path, encoding_errors: str = "strict") -> str:
     return ""
 
 
-def _name(path: Path) -> str:
-    return path.name.lower().removesuffix(".gz")
-
-
 # ---- text: a sentence per line ----------------------------------------------------------
 
 
@@ -223,7 +221,7 @@ def _text_of(line: str) -> tuple[str | None, str, str]:
 
 
 def _is_json_lines(path: Path, first: str) -> bool:
-    return _name(path).endswith(JSON_LINES_SUFFIXES) or (
+    return plain_name(path).endswith(JSON_LINES_SUFFIXES) or (
         first.startswith("{") and _text_of(first)[0] is not None)
 
 
@@ -252,12 +250,22 @@ JSON_LINES = InputKind(
 
 
 def _wiki_folder(folder: Path) -> list[Path] | None:
-    """The wiki_NN files of a WikiExtractor output folder (AA/wiki_00, ...), if every file
-    under it is one."""
+    """The wiki_NN files of a WikiExtractor output folder (AA/wiki_00, ...), if it has any;
+    its other files (hidden ones aside) are named in a warning and skipped."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-    if files and all(WIKI_FILE.fullmatch(p.name) for p in files):
-        return files
-    return None
+    wiki, stray = [], []
+    for p in files:
+        if WIKI_FILE.fullmatch(p.name):
+            wiki.append(p)
+        else:
+            stray.append(p.relative_to(folder).as_posix())
+    if wiki and stray:
+        more = f" and {len(stray) - MAX_NAMED} more" if len(stray) > MAX_NAMED else ""
+        warnings.warn(f"{folder}: read as WikiExtractor's output, its {len(wiki)} wiki_NN "
+                      f"file(s); skipped {len(stray)} other file(s): "
+                      f"{', '.join(stray[:MAX_NAMED])}{more} (to choose the files, pass a "
+                      f"quoted glob such as '{folder}/*/wiki_*')", stacklevel=2)
+    return wiki or None
 
 
 def _read_wiki(path: Path) -> Iterator[Passage]:

@@ -1,17 +1,21 @@
-"""The one reader of input text: UTF-8 lines from a plain or gzipped file, or `-` for stdin.
+"""The one reader of input text: UTF-8 lines from a plain or compressed file, or `-` for stdin.
 
-Every command reads its text through `read_lines`, so all of them accept the same files: `.gz`
-(or any gzip data) is decompressed on the fly, a UTF-8 byte-order mark at the start is dropped,
-`\\r\\n` endings are handled, and a line that is not UTF-8 is reported with the file and line.
+Every command reads its text through `read_lines`, so all of them accept the same files: a
+file in one of `COMPRESSIONS` (gzip, `.gz`; bzip2, `.bz2`, as WikiExtractor's `--compress`
+writes), told by its first bytes whatever its name, is decompressed on the fly; a UTF-8
+byte-order mark at the start is dropped, `\\r\\n` endings are handled, and a line that is not
+UTF-8 is reported with the file and line.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,7 +23,34 @@ from elmo.errors import InputFileError
 
 STDIN = "-"
 ENCODING_ERRORS = ("strict", "replace")
-_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Compression:
+    """A compressed form of input files: its `name`, file-name `suffix`, `detect(first four
+    bytes)` and `open(binary file) -> its decompressed bytes`, read as a stream."""
+
+    name: str
+    suffix: str
+    detect: Callable[[bytes], bool]
+    open: Callable[[BinaryIO], BinaryIO]
+
+
+# Tried on the first bytes of every input; a file that none detects is read as it is.
+COMPRESSIONS = (
+    Compression("gzip", ".gz", lambda head: head[:2] == b"\x1f\x8b",
+                lambda f: gzip.GzipFile(fileobj=f, mode="rb")),
+    Compression("bzip2", ".bz2", lambda head: head[:3] == b"BZh" and head[3:4].isdigit(),
+                lambda f: bz2.BZ2File(f, "rb")),
+)
+
+
+def plain_name(path: str | Path) -> str:
+    """The name of `path` in lower case, without the suffix of a compression (`a.jsonl.gz`:
+    `a.jsonl`), for kinds told by their names."""
+    name = Path(path).name.lower()
+    return next((name.removesuffix(c.suffix) for c in COMPRESSIONS if name.endswith(c.suffix)),
+                name)
 
 
 def is_stdin(path: str | Path) -> bool:
@@ -28,12 +59,15 @@ def is_stdin(path: str | Path) -> bool:
 
 @contextmanager
 def open_input(path: str | Path) -> Iterator[BinaryIO]:
-    """`path` opened for reading bytes, gunzipped if it is gzip data; `-` is stdin.
+    """`path` opened for reading bytes, decompressed if it is in one of `COMPRESSIONS`; `-`
+    is stdin.
 
-    A missing file, a directory or an unreadable file raises InputFileError naming it.
+    A missing file, a directory or an unreadable file raises InputFileError naming it, as
+    does compressed data that is cut short or corrupt, when it is read.
     """
     if is_stdin(path):
-        yield _maybe_gunzip(sys.stdin.buffer)
+        with _decompressed(sys.stdin.buffer, "<stdin>") as f:
+            yield f
         return
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -43,13 +77,26 @@ def open_input(path: str | Path) -> Iterator[BinaryIO]:
         raise InputFileError(f"input {path} is a directory, not a text file") from None
     except PermissionError:
         raise InputFileError(f"cannot read {path}: permission denied") from None
-    with f:
-        yield _maybe_gunzip(f)
+    with f, _decompressed(f, str(path)) as stream:
+        yield stream
 
 
-def _maybe_gunzip(f: BinaryIO) -> BinaryIO:
-    magic = f.peek(2)[:2] if hasattr(f, "peek") else b""
-    return gzip.GzipFile(fileobj=f, mode="rb") if magic == _GZIP_MAGIC else f
+@contextmanager
+def _decompressed(f: BinaryIO, name: str) -> Iterator[BinaryIO]:
+    """`f`'s bytes, decompressed if its first bytes are a compression's; a compressed
+    stream's read errors (cut short, corrupt) as InputFileError naming `name`."""
+    head = f.peek(4)[:4] if hasattr(f, "peek") else b""
+    compression = next((c for c in COMPRESSIONS if c.detect(head)), None)
+    if compression is None:
+        yield f
+        return
+    try:
+        with compression.open(f) as stream:
+            yield stream
+    except (EOFError, OSError) as err:
+        raise InputFileError(f"{name} is not a complete {compression.name} file "
+                             f"({err}); compress it again, or decompress it and pass the "
+                             "text") from None
 
 
 def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
@@ -62,34 +109,28 @@ def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tu
         raise ValueError(f"encoding_errors must be one of {ENCODING_ERRORS}")
     name = "<stdin>" if is_stdin(path) else str(path)
     with open_input(path) as f:
-        try:
-            for number, raw in enumerate(f):
-                try:
-                    text = raw.decode("utf-8", errors=encoding_errors)
-                except UnicodeDecodeError as err:
-                    raise InputFileError(
-                        f"{name}, line {number + 1}: not valid UTF-8 ({err.reason} at byte "
-                        f"{err.start}); convert the file to UTF-8 (or, where the command takes it, "
-                        "pass --encoding-errors replace)"
-                    ) from None
-                if number == 0 and text.startswith("\ufeff"):
-                    text = text[1:]
-                yield number, text.rstrip("\r\n")
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(f"{name} is not a complete gzip file: {err}") from None
+        for number, raw in enumerate(f):
+            try:
+                text = raw.decode("utf-8", errors=encoding_errors)
+            except UnicodeDecodeError as err:
+                raise InputFileError(
+                    f"{name}, line {number + 1}: not valid UTF-8 ({err.reason} at byte "
+                    f"{err.start}); convert the file to UTF-8 (or, where the command takes it, "
+                    "pass --encoding-errors replace)"
+                ) from None
+            if number == 0 and text.startswith("\ufeff"):
+                text = text[1:]
+            yield number, text.rstrip("\r\n")
 
 
 def scan_input(path: str | Path) -> tuple[int, str]:
     """The number of lines of a file (a last line without a newline counts) and the sha256 of
-    its text (after gunzipping): what identifies an input for resuming and merging."""
+    its text (decompressed): what identifies an input for resuming and merging."""
     digest = hashlib.sha256()
     count, last = 0, b""
     with open_input(path) as f:
-        try:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-                count += block.count(b"\n")
-                last = block
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(f"{path} is not a complete gzip file: {err}") from None
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+            count += block.count(b"\n")
+            last = block
     return count + (1 if last and not last.endswith(b"\n") else 0), digest.hexdigest()
