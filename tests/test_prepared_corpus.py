@@ -199,6 +199,29 @@ def test_prepare_corpus_command(tmp_path, capsys):
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("vocab", [False, True], ids=["vocab-built", "vocab-given"])
+def test_a_failed_preparation_leaves_nothing(tmp_path, capsys, vocab):
+    """Input that is not text (here xz-compressed) stops the command with the reader's
+    message, and neither OUT nor its partial copy .OUT.new is left; an OUT that was there
+    stays."""
+    train, _ = write_corpus(tmp_path / "text")
+    packed = tmp_path / "train.xz"
+    packed.write_bytes(lzma.compress(train.read_bytes()))
+    given = []
+    if vocab:
+        Vocabulary.build([line.split() for line in train.read_text().splitlines()]).save(
+            tmp_path / "vocab.txt")
+        given = ["--vocab", str(tmp_path / "vocab.txt")]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    argv = ["prepare-corpus", "--train", str(packed), *given, "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "ids")]) == 1
+    assert "train.xz, line 1: not valid UTF-8" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    (tmp_path / "mine").mkdir()
+    assert main([*argv, "--out", str(tmp_path / "mine")]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "mine"])
+
+
 # The child: SIGKILL itself when it is about to write its N-th shard, then run `elmo ARGS`.
 DIES_AT_SHARD = """
 import os, signal, sys

@@ -29,7 +29,6 @@ import io
 import json
 import lzma
 import os
-import shutil
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
@@ -294,7 +293,7 @@ def prepare_corpus(
                 "hold_out_every": hold_out_every,
                 "files": [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]}
     with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
-          atomic_directory(out, keep_partial=True) as new):
+          atomic_directory(out, keep_partial=PROGRESS_NAME) as new):
         state = _progress(new, identity)
         if state is None:
             for stale in new.iterdir():
@@ -333,8 +332,7 @@ def prepare_corpus(
                                  manifest=asdict(manifest))
                     atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
         writer.close()
-        if manifest.n_sentences == 0:
-            shutil.rmtree(new)  # nothing to resume
+        if manifest.n_sentences == 0:  # no shard written, so nothing to resume
             raise InputFileError(f"the training files {list(map(str, train))} have no "
                                  "sentences")
         manifest.left_out, manifest.held_out = tally.left_out, tally.held_out

@@ -61,7 +61,8 @@ def claim_output(
     directory cannot be written. Missing parent directories are created. Another process
     claiming the same `path` meanwhile is refused ("another process is writing ...").
     `directory_of`: the output is a directory, and these are the names written into it (only
-    they count as existing output).
+    they count as existing output); created here, it is removed again if the body fails and
+    leaves it empty.
     """
     path = Path(path)
     for source in inputs:
@@ -81,9 +82,15 @@ def claim_output(
             raise ElmoError(f"{names} already exist{'s' * (len(existing) == 1)}: pass "
                             "--overwrite (Python: overwrite=True) to replace, or choose "
                             "another output")
+        created = directory_of is not None and not path.exists()
         if directory_of is not None:
             _make_parent(path)
-        yield path
+        try:
+            yield path
+        except BaseException:
+            if created and path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+            raise
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -139,20 +146,21 @@ def output_lock(path: str | Path, wait: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path, keep_partial: bool = False) -> Iterator[Path]:
+def atomic_directory(path: str | Path, keep_partial: str | None = None) -> Iterator[Path]:
     """Yield a new empty directory beside `path`; on success it replaces `path` (a directory,
     or nothing) whole, on error it is deleted.
 
     A reader sees the old directory or the new one, complete; only between two renames, none.
     A writer killed there leaves the old and new ones beside `path` (`.NAME.old`, `.NAME.new`);
-    the next call deletes them. `keep_partial`: a `.NAME.new` left by an earlier writer is
-    yielded as it is (the caller resumes from what it holds, or empties it), and an error
-    leaves it, for the next call to resume.
+    the next call deletes them. `keep_partial`, the name of the file in which the writer
+    records its progress: a `.NAME.new` left by an earlier writer is yielded as it is (the
+    caller resumes from what it holds, or empties it), and an error leaves it if it holds
+    that file, for the next call to resume (without it, there is nothing to resume from).
     """
     path = Path(path)
     new, old = (path.with_name(f".{path.name}.{suffix}") for suffix in ("new", "old"))
     shutil.rmtree(old, ignore_errors=True)
-    if not keep_partial:
+    if keep_partial is None:
         shutil.rmtree(new, ignore_errors=True)
     new.mkdir(parents=True, exist_ok=True)
     done = False
@@ -163,6 +171,6 @@ def atomic_directory(path: str | Path, keep_partial: bool = False) -> Iterator[P
         os.replace(new, path)
         done = True
     finally:
-        if done or not keep_partial:
+        if done or keep_partial is None or not (new / keep_partial).exists():
             shutil.rmtree(new, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)

@@ -115,18 +115,12 @@ def claim_parquet_output(output: str | Path, overwrite: bool = False) -> Iterato
     earlier output: files of others in it are never deleted. A body that fails before writing
     anything (a bad input) leaves no OUTPUT_DIR that was not there before."""
     output = Path(output)
-    existed = output.exists()
     with claim_output(output, directory_of=[MANIFEST], overwrite=overwrite):
         foreign = _foreign(output)
         if foreign:
             raise ElmoError(f"the output directory {output} holds other files "
                             f"({', '.join(foreign[:3])}): give a new or empty directory")
-        try:
-            yield output
-        except BaseException:
-            if not existed and output.is_dir() and not any(output.iterdir()):
-                output.rmdir()
-            raise
+        yield output
 
 
 def write_block(
