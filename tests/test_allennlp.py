@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from elmo import Elmo, ElmoEmbedder, batch_to_ids
+from elmo import Elmo, ElmoEmbedder, Embedder, batch_to_ids, save_pretrained
 from elmo.cli import main
+from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import MixedBiLM
 from elmo.tasks.model import TaskModel
@@ -365,6 +366,22 @@ def test_elmo_embedder(fixture):
     assert len(streamed) == 9
     for got, sentence in zip(streamed, SENTENCES * 3, strict=True):
         np.testing.assert_allclose(got, embedder.embed_sentence(sentence), atol=1e-6)
+
+
+def test_elmo_embedder_takes_a_model_alone_and_its_errors_speak_python(tmp_path):
+    """`ElmoEmbedder("default")` is the shipped model; a model directory works too; half a
+    pair is refused with the arguments' Python names, not the command's flags."""
+    shipped = ElmoEmbedder("default")
+    want = Embedder.from_pretrained("default").embed_sentence(SENTENCES[0])
+    np.testing.assert_array_equal(shipped.embed_sentence(SENTENCES[0]), want)
+    save_pretrained(random_bilm(), tmp_path / "m")
+    assert ElmoEmbedder(str(tmp_path / "m")).embed_sentence(SENTENCES[1]).shape[:2] == (3, 2)
+    with pytest.raises(ElmoError) as half:
+        ElmoEmbedder(weight_file=tmp_path / "w.hdf5")
+    assert str(half.value).startswith("ElmoEmbedder: weight_file needs its options_file")
+    with pytest.raises(ElmoError) as both:
+        Embedder.from_pretrained("default", options=tmp_path / "o.json")
+    assert "options= and weights= in Python" in str(both.value)
 
 
 def test_stateful_elmo_embedder_reproduces_allennlp(fixture):

@@ -106,7 +106,8 @@ def test_invalid_utf8_names_file_and_line_and_leaves_nothing(tmp_path, model_dir
         (["embed", "MODEL", "missing.txt", "out.hdf5"], "input file not found"),
         (["embed", "no-such-model", "in.txt", "out.hdf5"], "neither a Hugging Face Hub model"),
         (["embed", "EMPTYDIR", "in.txt", "out.hdf5"], "holds no model: a model is in one of"),
-        (["embed", "--options", "OPTS", "in.txt", "out.hdf5"], "both --options and --weights"),
+        (["embed", "--options", "OPTS", "in.txt", "out.hdf5"],
+         "pair: --options and --weights in a command"),
     ],
 )
 def test_user_mistakes_get_one_line_errors(tmp_path, model_dir, capsys, args, message):

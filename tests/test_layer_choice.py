@@ -21,6 +21,7 @@ from elmo.layer_choice import (
     AllLayers,
     LayerAverage,
     LayerChoice,
+    LayerChoiceError,
     LayersSideBySide,
     LayerSum,
     LearnedMix,
@@ -89,9 +90,11 @@ def test_each_kind_parses_its_spellings_and_no_other(run_dir):
         == OneLayer(2)
     assert parse_layer_choice(str(run_dir)) == parse_layer_choice(
         str(run_dir / "layer_weights.json")) == LearnedMix(tuple(MIX), str(run_dir))
-    for wrong in ("middle", "layer:x", "-1", "", True, str(run_dir / "missing")):
+    for wrong in ("middle", "layer:x", "-1", "", True):
         with pytest.raises(ElmoError, match="layers must be one of all, top, average, sum"):
             parse_layer_choice(wrong)
+    with pytest.raises(ElmoError, match="layers: no such file or directory: '.*missing'"):
+        parse_layer_choice(str(run_dir / "missing"))
 
 
 def test_a_choice_checks_the_model_it_is_applied_to(run_dir):
@@ -179,6 +182,16 @@ def test_a_toy_choice_is_refused_by_elmo_embed_without_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["embed", "default", "in.txt", "out.hdf5", "--layers", "max"])
     assert "layers must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spelling", ["mix.json", "runs/ner"])
+def test_a_missing_run_is_named_as_a_missing_file(tmp_path, capsys, spelling):
+    with pytest.raises(SystemExit):
+        main(["embed", "default", "in.txt", "out.hdf5", "--layers", spelling])
+    assert (f"layers: no such file or directory: {spelling!r} (a RUN is a task run's "
+            "layer_weights.json or its directory)") in capsys.readouterr().err
+    with pytest.raises(LayerChoiceError, match="layers must be one of all, top"):
+        parse_layer_choice("tpo")  # a word is no path: the forms are listed
 
 
 def test_a_toy_choice_reaches_the_onnx_export(toy, tmp_path, bilm):

@@ -7,7 +7,8 @@ arrays (`numpy`) and to an ONNX graph being built (`onnx`); it tells the shape i
 it fits a model (`check`) and, for the torch `ScalarMix`, whether a mix computes it
 (`fixed_mix`) and the one layer it keeps (`one_layer`).
 
-`parse_layer_choice(spelling)` is the first record's choice that accepts `spelling`: `elmo
+`parse_layer_choice(spelling)` is the first record's choice that accepts `spelling` (or an
+error, saying what is wrong where a record's `unmet` tells it): `elmo
 embed --layers`, `elmo serve --layers`, `elmo export --layers` (ONNX), the Embedder's file
 job, `elmo.ray.Embed`, the spaCy pipe's `layers`, flair's `embedding_mode`, simple_elmo's
 `layers` and ScalarMix's fixed modes all read it, so a new kind is one record here.
@@ -16,6 +17,7 @@ job, `elmo.ray.Embed`, the spaCy pipe's `layers`, flair's `embedding_mode`, simp
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +56,12 @@ class LayerChoice(ABC):
     def parse(cls, spelling: str | int) -> LayerChoice | None:
         """This kind's choice that `spelling` names, None when it names no choice of it."""
         return cls() if spelling == cls.form else None
+
+    @classmethod
+    def unmet(cls, spelling: str | int) -> str | None:
+        """What is wrong with `spelling` when it is written as this kind's but names no
+        choice of it (a path to no file), for the error; None when it is not written so."""
+        return None
 
     def spelling(self) -> str:
         """The choice as a string, which a run's identity records."""
@@ -196,6 +204,13 @@ class LearnedMix(LayerChoice):
         mixes = read_mixes(path.parent if path.is_file() else path)
         return cls(tuple(mixes.get("input", next(iter(mixes.values())))), spelling)
 
+    @classmethod
+    def unmet(cls, spelling: str | int) -> str | None:
+        looks_like_a_path = isinstance(spelling, str) and (
+            spelling.endswith(".json") or "/" in spelling or os.sep in spelling)
+        return (f"no such file or directory: {spelling!r} (a {cls.form} is a task run's "
+                f"{WEIGHTS_FILE} or its directory)") if looks_like_a_path else None
+
     def spelling(self) -> str:
         return json.dumps(list(self.weights))
 
@@ -238,7 +253,9 @@ def parse_layer_choice(spelling: str | int | LayerChoice, what: str = "layers") 
         choice = kind.parse(spelling)
         if choice is not None:
             return choice
-    raise LayerChoiceError(f"{what} must be one of {forms()}; got {spelling!r}")
+    unmet = next((why for kind in LAYER_CHOICES if (why := kind.unmet(spelling))), None)
+    raise LayerChoiceError(f"{what}: {unmet}" if unmet else
+                           f"{what} must be one of {forms()}; got {spelling!r}")
 
 
 def token_vectors_choice(spelling: str | int | LayerChoice, what: str) -> LayerChoice:

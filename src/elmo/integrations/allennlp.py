@@ -108,7 +108,9 @@ class ElmoEmbedder:
     (3 for the released models) of tokenized sentences as numpy arrays (L+1, n, 2P).
 
     `options_file`/`weight_file`: an official pair (default: the `original` model, AllenNLP's
-    default, downloaded on first use); `cuda_device` -1 for the CPU, else the GPU's number.
+    default, downloaded on first use); or any model alone, as the first argument: a name
+    (`ElmoEmbedder("default")`, the shipped model) or a directory. `cuda_device` -1 for the
+    CPU, else the GPU's number.
 
     Stateless by default: a sentence gets the same vectors whatever it is embedded with.
     AllenNLP's embedder carried the LSTM state from batch to batch (row by row), so a
@@ -124,7 +126,14 @@ class ElmoEmbedder:
         *,
         stateful: bool = False,
     ) -> None:
-        model = ALLENNLP_DEFAULT_MODEL if options_file is None and weight_file is None else None
+        if options_file is None and weight_file is not None:
+            raise ElmoError("ElmoEmbedder: weight_file needs its options_file (an official "
+                            "bilm-tf pair); or give a model alone, as the first argument: a "
+                            "name such as 'default', or a directory")
+        if weight_file is None:  # a model alone, or AllenNLP's default
+            model, options_file = options_file or ALLENNLP_DEFAULT_MODEL, None
+        else:
+            model = None
         device = "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
         self.embedder = Embedder.from_pretrained(
             model, options=options_file, weights=weight_file, device=device,

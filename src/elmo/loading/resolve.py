@@ -223,8 +223,9 @@ def check_model_args(model: str | Path | None, options: str | Path | None,
                      weights: str | Path | None) -> None:
     """A MODEL, or an official pair as both `options` and `weights`: not both, not half."""
     if (options is None) != (weights is None) or (options is not None and model is not None):
-        raise ElmoError("give a MODEL, or both --options and --weights (an official bilm-tf "
-                        "pair) instead of it")
+        raise ElmoError("give a model, or both options and weights (an official bilm-tf "
+                        "pair: --options and --weights in a command, options= and weights= "
+                        "in Python) instead of it")
 
 
 def resolve_model(
