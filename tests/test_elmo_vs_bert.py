@@ -54,6 +54,20 @@ def test_windows_hold_every_piece_and_point_at_each_words_first_piece():
     assert (batch.input_ids[:, 0] == 2).all()  # each window starts with [CLS]
 
 
+def test_the_help_says_each_options_default_and_what_a_run_needs():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "elmo_vs_bert.py"),
+                           "--help"], capture_output=True, text=True, check=True)
+    helps = " ".join(done.stdout.split())
+    for option, default in (("--workloads", "default: conll2003 msra"),
+                            ("--threads", "default: 1 2"), ("--batch-sizes", "default: 32 64"),
+                            ("--sentences", "default 64"), ("--repeats", "default 1")):
+        after = helps.split("options:", 1)[1].split(f"{option} ", 1)[1]
+        assert default in after.split(" --", 1)[0], option
+    for needed in ("pip install -e '.[bench]'", "CoNLL-2003 and MSRA NER test sets under --data",
+                   "20 minutes", "21 GB"):
+        assert needed in helps, needed
+
+
 def test_a_gpu_runs_elmo_and_hugging_face_bert_in_three_precisions():
     bench = _benchmark()
     sample, _ = bench.sample_of(bench.WORKLOADS["msra"], 8, 2, "cuda", bench.DATA, quick=True)

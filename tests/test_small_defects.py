@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import pytest
 
 from elmo import Embedder, save_pretrained
 from elmo.analysis import plots
 from elmo.cli import main
+from elmo.embedding.settings import EmbedSettings
 from elmo.errors import ElmoError
 from tests.conftest import random_bilm
 from tests.helpers.tasks import CONLLU, task_args
@@ -175,3 +178,22 @@ def test_probe_fitting_shows_progress(tmp_path, model_dir, capsys):
     assert main(["analyze", "probe", "--model", str(model_dir), "--train", str(data),
                  "--test", str(data)]) == 0
     assert "fitting probes" in capsys.readouterr().err
+
+
+# ---- issue 69: what a new user met --------------------------------------------------------
+
+def test_int8_and_precision_help_link_to_the_tables_without_figures():
+    """A figure lives in one table (docs/speed.md); the help links to it."""
+    fields = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(EmbedSettings)}
+    for name in ("quantize", "precision"):
+        assert "docs/speed.md" in fields[name], name
+        assert not re.search(r"\d(\.\d+)?x\b|%|~\d", fields[name]), fields[name]
+
+
+def test_perplexity_help_says_a_shipped_name_works(capsys):
+    with pytest.raises(SystemExit):
+        main(["perplexity", "--help"])
+    helps = " ".join(capsys.readouterr().out.split())
+    assert "a shipped model (default, default-zh), or a directory written by `elmo train`" \
+        in helps
+

@@ -11,7 +11,7 @@ from elmo.cli.common import add_input_format, add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
-from elmo.loading.resolve import resolve_model
+from elmo.loading.resolve import SHIPPED, resolve_model
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -22,11 +22,14 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         help="perplexity of a trained biLM on a text file",
         description="Score FILE (one sentence per line, plain or gzipped, '-' reads stdin; "
         "JSON lines or WikiExtractor's output, see --input-format) "
-        "with MODEL, a directory written by `elmo train` (it has the softmax). Exact softmax; "
+        f"with MODEL, a model that carries its softmax and vocabulary: {SHIPPED.help()}, or "
+        "a directory written by `elmo train` (released, bilm-tf and ELMoForManyLangs models "
+        "ship without their softmax). Exact softmax; "
         "every sentence is scored from a zero state, n + 1 predictions per direction; the "
         "average is exp of the mean of both directions' losses.",
     )
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL",
+                   help="a shipped name or a directory written by `elmo train`")
     p.add_argument("file", metavar="FILE")
     add_tokenizer(p)
     add_input_format(p)

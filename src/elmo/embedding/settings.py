@@ -106,13 +106,14 @@ class EmbedSettings:
         None, "torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)",
         embedder=True)
     quantize: str | None = _setting(
-        None, "int8: int8 weights and dynamically quantized activations on the CPU, ~1.9-2.2x "
-        "faster than fp32 for large models (original), with VNNI or AVX2 alone, little faster "
-        "for small ones; vectors within ~2%% of fp32 (docs/speed.md). Default: fp32",
+        None, "int8: int8 weights and dynamically quantized activations on the CPU: faster "
+        "than fp32 for large models (original), little for small ones, vectors close to "
+        "fp32; the speed-up and the error of each layer, by model and CPU: docs/speed.md. "
+        "Default: fp32",
         choices=QUANTIZE_MODES, embedder=True)
     precision: str | None = _setting(
-        None, f"{precisions_described('embed')}. On a GPU tf32 and bf16 are 1.4-1.8x faster "
-        "for large models, within ~4e-4 and ~4e-3 (relative) of fp32 (docs/speed.md)",
+        None, f"{precisions_described('embed')}. On a GPU tf32 and bf16 are faster for "
+        "large models and slightly less exact than fp32; how much: docs/speed.md",
         choices=PRECISIONS, embedder=True)
     stateful: bool = _setting(
         False, "the original's protocol: file order, batches of --batch-size, LSTM state "
