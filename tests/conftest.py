@@ -20,6 +20,13 @@ REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch):
+    """Commands run in a test see an idle machine (no note about a busy one in what they
+    print), whatever else the host runs; tests of the thread choice set their own load."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+
+
 def shared_dir() -> Path | None:
     """`../shared` beside the checkout (or $ELMO_SHARED), if present."""
     candidates = [os.environ.get("ELMO_SHARED"), REPO.parent / "shared"]

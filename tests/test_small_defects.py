@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 
 import pytest
+import torch
 
 from elmo import Embedder, save_pretrained
 from elmo.analysis import plots
 from elmo.cli import main
+from elmo.device import ThreadChoice, default_threads
 from elmo.embedding.settings import EmbedSettings
 from elmo.errors import ElmoError
 from tests.conftest import random_bilm
@@ -196,4 +199,49 @@ def test_perplexity_help_says_a_shipped_name_works(capsys):
     helps = " ".join(capsys.readouterr().out.split())
     assert "a shipped model (default, default-zh), or a directory written by `elmo train`" \
         in helps
+
+
+@pytest.mark.parametrize(("cores", "load", "small", "want"), [
+    (2, 0.2, False, ThreadChoice(None)),  # idle: torch's choice, one per core
+    (2, 1.7, False, 1), (8, 3.2, False, 5), (2, 9.0, False, 1),  # busy: the idle cores
+    (2, 0.2, True, ThreadChoice(1))])  # task, analyze: one thread
+def test_the_default_threads_are_the_idle_cores_at_start(monkeypatch, cores, load, small,
+                                                          want):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    got = default_threads(small_model=small)
+    if isinstance(want, int):
+        assert got == ThreadChoice(want, f"the machine is busy (load average {load:.1f} on "
+                                         f"{cores} cores): using {want} thread"
+                                         f"{'s' * (want > 1)}, as more would wait on each "
+                                         "other; --threads N to choose")
+    else:
+        assert got == want
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's: torch follows it
+    assert default_threads(small_model=small) == ThreadChoice(None)
+
+
+def test_a_command_on_a_busy_machine_says_so_and_uses_the_idle_cores(
+        tmp_path, model_dir, monkeypatch, capsys):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 2.0, 1.0))
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    argv = ["embed", str(model_dir), str(tmp_path / "in.txt"), str(tmp_path / "o.hdf5"),
+            "--overwrite"]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main(argv) == 0
+        assert torch.get_num_threads() == 1
+        assert "elmo: note: the machine is busy (load average 2.6 on 2 cores): using 1 " \
+            "thread" in capsys.readouterr().err
+        torch.set_num_threads(2)
+        assert main(["--threads", "2", *argv]) == 0  # told: no note, as told
+        assert torch.get_num_threads() == 2 and "busy" not in capsys.readouterr().err
+        assert main([*argv, "--quiet"]) == 0
+        assert "busy" not in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
 

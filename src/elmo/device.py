@@ -1,8 +1,10 @@
 """Choosing the torch device from what the user asked for, and how a model computes on it:
-the table of precisions (`PRECISIONS`) that embedding, training and serving share."""
+the table of precisions (`PRECISIONS`) that embedding, training and serving share; and the
+CPU threads a command uses when it is not told (`default_threads`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -33,6 +35,36 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0,
     if resolved.type == "cuda" and resolved.index is None:
         resolved = torch.device("cuda", local_rank)
     return resolved
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """The torch threads of a command not told how many: `threads` (None: torch's own
+    choice) and `note`, what is said at its start (None: nothing)."""
+
+    threads: int | None
+    note: str | None = None
+
+
+def default_threads(small_model: bool = False) -> ThreadChoice:
+    """One thread per idle core at start: the cores this process may use less the load
+    average of the last minute, rounded (at least one); on an idle machine, torch's choice
+    (one per core). A thread on a busy core makes torch's threads wait on each other, which
+    can slow a run ten times or more (docs/robustness.md), so a busy machine gets fewer
+    threads and a note that says so. `small_model`: one thread (a small model gains nothing
+    from more). With OMP_NUM_THREADS set, torch's choice (which follows it)."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return ThreadChoice(None)
+    if small_model:
+        return ThreadChoice(1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    idle = max(1, round((cores or 1) - load))
+    if idle >= (cores or 1):
+        return ThreadChoice(None)
+    return ThreadChoice(idle, f"the machine is busy (load average {load:.1f} on {cores} "
+                              f"cores): using {idle} thread{'s' * (idle > 1)}, as more would "
+                              "wait on each other; --threads N to choose")
 
 
 def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:

@@ -26,6 +26,7 @@ from elmo.cli import (
     vocab,
 )
 from elmo.cli import bio_embeddings as bio_embeddings_command
+from elmo.device import default_threads
 from elmo.errors import ElmoError
 
 SUBCOMMANDS = {
@@ -58,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"elmo {__version__}")
     threads_help = ("CPU threads for torch (default: 1 for task and analyze, whose models "
-                    "are small; torch's choice, usually one per core, for the others)")
+                    "are small; for the others one per idle core at start: one per core on "
+                    "an idle machine, fewer on a busy one, with a note)")
     # before or after COMMAND; two names, as a subcommand's default would hide the first
     parser.add_argument("--threads", type=int, metavar="N", dest="threads_before",
                         help=threads_help)
@@ -114,9 +116,11 @@ def _main(argv: Sequence[str] | None, prog: str | None) -> int:
         commands.choices[argv[0]].prog = prog
     args = parser.parse_args(argv)
     threads = args.threads if args.threads is not None else args.threads_before
-    if threads is None and args.command in SMALL_MODEL_COMMANDS \
-            and "OMP_NUM_THREADS" not in os.environ:
-        threads = 1  # more threads than free cores slow these down 3-7x (docs/robustness.md)
+    if threads is None:
+        chosen = default_threads(small_model=args.command in SMALL_MODEL_COMMANDS)
+        threads = chosen.threads
+        if chosen.note and not getattr(args, "quiet", False):
+            print(f"elmo: note: {chosen.note}", file=sys.stderr)
     if threads is not None:
         if threads < 1:
             args.command_parser.error("--threads must be at least 1")
