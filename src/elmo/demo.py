@@ -48,6 +48,22 @@ def nearest_neighbour_accuracy(vectors: np.ndarray, senses: list[str]) -> float:
     return right / len(senses)
 
 
+def conclusion(word: str, scores: list[float], chance: float, n: int) -> str:
+    """What the scores of `word`'s `n` occurrences (layer 0 first) show: the contextual
+    layers that tell its senses apart (above chance by more than one occurrence's share,
+    1/n), or that none does here."""
+    apart = [k for k in range(1, len(scores)) if scores[k] > chance + 1 / n + 1e-9]
+    if not apart:
+        best = max(range(1, len(scores)), key=lambda k: scores[k])
+        return (f"{word}: no layer tells its senses apart in these sentences (at best "
+                f"{scores[best]:.2f}, layer {best}; chance {chance:.2f}, one occurrence "
+                f"{1 / n:.2f})")
+    layers = " and ".join(map(str, apart))
+    return (f"{word}: layer{'s' * (len(apart) > 1)} {layers} tell{'s' * (len(apart) == 1)} "
+            f"its senses apart ({', '.join(f'{scores[k]:.2f}' for k in apart)}; chance "
+            f"{chance:.2f})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model name or directory (default: shipped)")
@@ -69,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
           "chance.")
     print(f"{'word':6} {'chance':>7} {'static (layer 0)':>17} " +
           " ".join(f"{'layer ' + str(k):>8}" for k in range(1, n_layers)))
+    verdicts = []
     for word in dict.fromkeys(w for w, _, _ in SENSES):
         rows = [i for i, (w, _, _) in enumerate(SENSES) if w == word]
         senses = [SENSES[i][1] for i in rows]
@@ -81,9 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         chance = (len(rows) / len(set(senses)) - 1) / (len(rows) - 1)
         print(f"{word:6} {chance:7.2f} {scores[0]:17.2f} " +
               " ".join(f"{s:8.2f}" for s in scores[1:]))
-    print("\nA static vector is the same in every sentence, so it cannot tell the senses apart;"
-          "\nthe contextual layers can. Try it on your own text:"
-          "\n  elmo embed default input.txt output.hdf5")
+        verdicts.append(conclusion(word, scores, chance, len(rows)))
+    print("\nA static vector is the same in every sentence, so it cannot tell the senses apart."
+          "\nThe contextual layers, word by word:\n  " + "\n  ".join(verdicts) +
+          "\nTry it on your own text:\n  elmo embed default input.txt output.hdf5")
 
 
 if __name__ == "__main__":
