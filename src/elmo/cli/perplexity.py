@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="perplexity of a trained biLM on a text file",
-        description="Score FILE (one sentence per line, plain or gzipped, '-' reads stdin; "
+        description="Score FILE (one sentence per line, plain, gzipped or bzip2, '-' reads stdin; "
         "JSON lines or WikiExtractor's output, see --input-format) "
         f"with MODEL, a model that carries its softmax and vocabulary: {SHIPPED.help()}, or "
         "a directory written by `elmo train` (released, bilm-tf and ELMoForManyLangs models "

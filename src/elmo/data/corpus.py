@@ -1,8 +1,8 @@
-"""Streaming a text corpus of any size, in any of the input kinds of `elmo.io.inputs`: one
-sentence per line (plain or gzipped UTF-8, or stdin), FASTA (a record per sentence), JSON lines
-and WikiExtractor's output (paragraphs, split into sentences by the splitter of the
-tokenizer's language, `elmo.io.sentences`), each file of the kind it is detected as, or of the
-one named (`input_format`).
+"""Streaming a text corpus of any size, in any of the input kinds of `elmo.io.inputs`
+(UTF-8, plain or compressed: gzip, bzip2): one sentence per line (or stdin), FASTA (a record
+per sentence), JSON lines and WikiExtractor's output (paragraphs, split into sentences by the
+splitter of the tokenizer's language, `elmo.io.sentences`), each file of the kind it is
+detected as, or of the one named (`input_format`).
 
 Nothing here reads a whole file: lines are decoded one at a time, so memory stays flat
 however large the corpus is. A *sentence index* counts the sentences (non-blank lines, FASTA
@@ -162,10 +162,10 @@ def iter_lines(
     (`elmo.io.sentences`). Documents that `selection` leaves out or holds out are not read
     (`tally`, if given, counts them).
 
-    Read with `elmo.io.textfile.read_lines`: gzip is decompressed on the fly, a byte-order mark
-    dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming file and line, as
-    does a malformed FASTA record (`elmo.io.fasta.read_fasta`); a malformed JSON line or
-    WikiExtractor document is skipped with a warning naming file and line.
+    Read with `elmo.io.textfile.read_lines`: gzip and bzip2 are decompressed on the fly, a
+    byte-order mark dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming
+    file and line, as does a malformed FASTA record (`elmo.io.fasta.read_fasta`); a malformed
+    JSON line or WikiExtractor document is skipped with a warning naming file and line.
     """
     for held, sentence in iter_parts(paths, input_format, language, selection, tally):
         if not held:

@@ -310,7 +310,8 @@ def _read_wiki(path: Path) -> Iterator[Passage]:
 
 WIKIEXTRACTOR = InputKind(
     "wikiextractor", "WikiExtractor's output: <doc ...> ... </doc> documents, a paragraph "
-    "per line (a folder of its wiki_NN files is an input too)",
+    "per line (a folder of its wiki_NN files, or of --compress's wiki_NN.bz2, is an input "
+    "too)",
     paragraphs=True, detect=lambda path, first: WIKI_HEADER.fullmatch(first) is not None,
     read=_read_wiki, folder_files=_wiki_folder)
 

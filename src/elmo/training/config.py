@@ -36,7 +36,7 @@ RESUMABLE_CHANGES = frozenset({
 class TrainConfig:
     """Options of `elmo train`; `None` means "derive it" (see each field)."""
 
-    # Files, glob patterns, a WikiExtractor folder (plain or .gz), or a prepared corpus.
+    # Files, glob patterns, a WikiExtractor folder (plain, .gz or .bz2), or a prepared corpus.
     train: list[str] = field(default_factory=list)
     valid: str | None = None  # held-out text for perplexity and best-model selection
     # The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a name.
