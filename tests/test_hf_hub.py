@@ -258,7 +258,8 @@ def test_the_command_honours_the_environment(hub, tmp_path):
     hub.commit_folder("me/env", model)
     (tmp_path / "in.txt").write_text(LINES, encoding="utf-8")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "elsewhere"),
-           "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}  # this checkout's elmo
+           "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",  # this checkout's elmo
+           "OMP_NUM_THREADS": "1"}  # both runs on the same threads, however busy the host
 
     def run(*args, **extra):
         return subprocess.run([sys.executable, "-m", "elmo", *args], env={**env, **extra},

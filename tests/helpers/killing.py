@@ -41,6 +41,7 @@ def killed_at(moment: str, n: int, work: str, *args: Any, threads: int = 1,
 def _die_at(moment: str, n: int, threads: int, work: str, args: tuple,
             kwargs: dict[str, Any]) -> None:
     torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # given: a command keeps them, however busy
     owner, name = _resolve(MOMENTS[moment])
     real, count = getattr(owner, name), [0]
 
