@@ -800,17 +800,27 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line's options (--quick: its sizes)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " Needs pip install -e '.[bench]' "
+        "(transformers, tokenizers, ONNX Runtime).",
+        epilog="Both workloads take about 20 minutes alone on a 2-core host, and the memory "
+        "children peaked at 21 GB (English) and 9 GB (Chinese) together; --quick runs in "
+        "seconds. How it is measured: benchmarks/README.md, 'ELMo or BERT'.")
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS),
+                   help="conll2003: CoNLL-2003 eng.testb (English words); msra: MSRA NER test "
+                   "(Chinese characters); default: both")
     p.add_argument("--data", type=Path, default=DATA,
                    help="the folder of conll2003/ and msra-ner/ (default: ELMO_SHARED/data)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda (no ONNX Runtime)")
-    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2],
+                   help="torch thread counts, each measured in turn (default: 1 2)")
     p.add_argument("--sentences", type=int, default=64,
-                   help="sentences of each workload timed in batches (a seeded sample)")
+                   help="sentences of each workload timed in batches (a seeded sample; "
+                   "default 64)")
     p.add_argument("--latency-sentences", type=int, default=16,
                    help="of those, timed one at a time")
-    p.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 64])
+    p.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 64],
+                   help="sentences a batch for the words/s columns (default: 32 64)")
     p.add_argument("--repeats", type=int, default=1, help="passes of every encoder, alternated")
     p.add_argument("--memory-sentences", type=int, default=16,
                    help="sentences a memory child serves (0: no memory children)")

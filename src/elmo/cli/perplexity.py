@@ -22,11 +22,13 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         help="perplexity of a trained biLM on a text file",
         description="Score FILE (one sentence per line, plain or gzipped, '-' reads stdin; "
         "JSON lines or WikiExtractor's output, see --input-format) "
-        "with MODEL, a directory written by `elmo train` (it has the softmax). Exact softmax; "
+        "with MODEL, a model with its softmax: a shipped name (default, default-zh), a "
+        "directory written by `elmo train` or its --weights-copy. Exact softmax; "
         "every sentence is scored from a zero state, n + 1 predictions per direction; the "
         "average is exp of the mean of both directions' losses.",
     )
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL",
+                   help="a shipped name or a run directory (released models have no softmax)")
     p.add_argument("file", metavar="FILE")
     add_tokenizer(p)
     add_input_format(p)
