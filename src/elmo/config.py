@@ -29,6 +29,11 @@ MAX_PARAMETERS = 1_000_000_000
 MAX_STACK = 64
 MAX_CHARACTERS_PER_TOKEN = 1024
 MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 in bilm-tf's softmax
+# A number the model computes with is a float32: its largest finite value.
+FLOAT32_MAX = 3.4028234663852886e38
+# The most an LSTM's cell or output may be clipped at: a clip keeps values in [-clip, clip]
+# (every released model: 3); beyond 1e4 a clip clips nothing a float32 LSTM computes sanely.
+MAX_CLIP = 1e4
 
 
 class ConfigFieldError(ValueError):
@@ -52,13 +57,18 @@ def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
     return int(value)
 
 
-def _number(name: str, value: Any, low: float, below: float | None = None) -> float:
-    """`value`, a finite real number (not a bool) >= low (and < below)."""
+def _number(name: str, value: Any, low: float, below: float | None = None,
+            high: float | None = None) -> float:
+    """`value`, a real number (not a bool) finite in float32, >= low (and < below, and
+    <= high)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value):
-        raise ConfigFieldError(name, f"must be a finite number, got {value!r}")
-    if value < low or (below is not None and value >= below):
-        bounds = f">= {low}" if below is None else f"in [{low}, {below})"
+            or not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise ConfigFieldError(name, f"must be a finite number (in float32, at most "
+                                     f"{FLOAT32_MAX:.4g} in size), got {value!r}")
+    if value < low or (below is not None and value >= below) \
+            or (high is not None and value > high):
+        bounds = f"in [{low}, {below})" if below is not None else \
+            f"between {low} and {high:g}" if high is not None else f">= {low}"
         raise ConfigFieldError(name, f"must be {bounds}, got {value}")
     return value
 
@@ -155,7 +165,7 @@ class BiLMConfig:
                                    f"{self.activation!r}")
         for name in ("cell_clip", "proj_clip"):
             if getattr(self, name) is not None:
-                _number(name, getattr(self, name), 0)
+                _number(name, getattr(self, name), 0, high=MAX_CLIP)
         if not isinstance(self.use_skip_connections, bool):
             raise ConfigFieldError("use_skip_connections", "must be true or false, got "
                                    f"{self.use_skip_connections!r}")
