@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from elmo.config import BiLMConfig, ConfigFieldError
-from elmo.errors import ElmoError
+from elmo.errors import ModelFileError
 from elmo.loading.formats.allennlp import (
     DIRECTIONS,
     LSTM,
@@ -56,7 +56,7 @@ CHAR_EMBEDDING = TOKEN_EMBEDDER + "_char_embedding_weights"  # marks an Elmo: (2
 RELEASED_OPTIONS = {m.options_url.rsplit("/", 1)[-1] for m in RELEASED_MODELS.values()}
 
 
-class ArchiveFormatError(ElmoError, ValueError):
+class ArchiveFormatError(ModelFileError):
     """An AllenNLP archive without an ELMo biLM, or with one that cannot be read."""
 
 
@@ -128,8 +128,8 @@ def bilm_state(state: dict[str, Any], where: Path) -> dict[str, torch.Tensor]:
             if key.startswith(start + TOKEN_EMBEDDER) or key.startswith(start + LSTM)}
     odd = next((key for key, value in bilm.items() if not isinstance(value, torch.Tensor)), None)
     if odd is not None:
-        raise ArchiveFormatError(f"{where}: {odd!r} holds a {type(bilm[odd]).__name__}, not a "
-                                 "tensor")
+        raise ArchiveFormatError(f"{where}: {odd!r} holds a value of type "
+                                 f"{type(bilm[odd]).__name__}, not a tensor")
     return bilm
 
 
