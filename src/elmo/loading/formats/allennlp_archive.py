@@ -91,8 +91,8 @@ def load_allennlp_archive(directory: str | Path) -> BiLM:
     for key, tensor in state.items():
         if key not in expected:
             raise ArchiveFormatError(f"{weights}: unknown AllenNLP biLM tensor {key!r}")
-        checked_tensor(tensor, key, tuple(expected[key].shape), str(weights), "the options",
-                       ArchiveFormatError)
+        checked_tensor(tensor, key, tuple(expected[key].shape), str(weights),
+                       "the architecture", ArchiveFormatError)
     try:
         model.load_state_dict(from_allennlp(state))
     except (ValueError, RuntimeError) as err:
