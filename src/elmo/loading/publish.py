@@ -51,15 +51,15 @@ def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = NATIVE.name,
     written. The softmax is not written (the official prediction files have none)."""
     out_dir = Path(out_dir)
     export_format = export_formats()[fmt]
+    vocab = loaded.files.vocab_file  # read and checked first: what is copied is what was read
+    words = read_text(vocab, MAX_VOCABULARY_BYTES, "a vocabulary") if vocab else None
+    record = model_record(loaded.files, exported_from)
     export_format.save(loaded.bilm, out_dir)
     written = [out_dir / name for name in export_format.saved_files]
-    vocab = loaded.files.vocab_file
-    if vocab is not None:  # what is written is what was read and checked, byte for byte
-        text = read_text(vocab, MAX_VOCABULARY_BYTES, "a vocabulary")
+    if words is not None:
         with atomic_output(out_dir / VOCAB_NAME) as tmp:
-            tmp.write_bytes(text.encode("utf-8"))
+            tmp.write_bytes(words.encode("utf-8"))  # byte for byte
         written.append(out_dir / VOCAB_NAME)
-    record = model_record(loaded.files, exported_from)
     if record:  # `elmo embed OUTDIR` splits lines as the model did
         atomic_write_text(out_dir / CARD_NAME, json.dumps(record, indent=2) + "\n")
         written.append(out_dir / CARD_NAME)

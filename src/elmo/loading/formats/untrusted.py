@@ -189,12 +189,12 @@ def read_hdf5_dataset(f: h5py.File, name: str, shape: tuple[int, ...], where: st
                       ) -> np.ndarray:
     """The float32 array of dataset `name` (a path in the open file `f`), read once every
     link on its path is a hard link and it is a dataset of floats of `shape`, stored in the
-    file in plain storage (`_storage_read`). `where` names the file in errors (of class
+    file in plain storage (`_read_storage`). `where` names the file in errors (of class
     `error`), `described_by` what gave `shape` (as "the options")."""
     node = _checked_dataset(f, name, shape, where, described_by, error)
     try:
-        read = _storage_read(node, f"{where}: tensor {name!r}", error)
-        return np.asarray(read(node), dtype=np.float32)
+        return np.asarray(_read_storage(node, f"{where}: tensor {name!r}", error),
+                          dtype=np.float32)
     except (OSError, KeyError, RuntimeError) as err:  # h5py's, for a damaged file
         raise error(f"{where}: tensor {name!r} cannot be read ({err}); the file is damaged: "
                     "download or copy it again") from None
@@ -212,7 +212,9 @@ def _inflate(data: bytes, limit: int, values: tuple[int, ...]) -> bytes:
 
 def _unshuffle(data: bytes, limit: int, values: tuple[int, ...]) -> bytes:
     """HDF5's shuffle filter undone: byte k of every element was stored in the k-th run."""
-    size = values[0] if values else 1
+    size = values[0] if values else 0
+    if not 1 <= size <= 8:
+        raise ValueError(f"its element size {size} is not a float's")
     whole = len(data) // size * size
     runs = np.frombuffer(data, np.uint8, whole).reshape(size, whole // size)
     return runs.T.tobytes() + data[whole:]
@@ -230,11 +232,10 @@ HDF5_FILTERS: dict[int, tuple[str, Callable[[bytes, int, tuple[int, ...]], bytes
 _CHUNK_SLACK = 4096
 
 
-def _storage_read(node: h5py.Dataset, tensor: str, error: type[ModelFileError]
-                  ) -> Callable[[h5py.Dataset], np.ndarray]:
-    """How to read `node`, a dataset of the expected shape (`tensor` names it in errors),
-    within what its shape holds: contiguous or compact storage as HDF5 reads it (no filter
-    applies), chunks one by one through `HDF5_FILTERS`; refused unread for any other
+def _read_storage(node: h5py.Dataset, tensor: str, error: type[ModelFileError]) -> np.ndarray:
+    """The values of `node`, a dataset of the expected shape (`tensor` names it in errors),
+    read within what its shape holds: contiguous or compact storage as HDF5 reads it (no
+    filter applies), chunks one by one through `HDF5_FILTERS`; refused unread for any other
     layout, a filter not in the table or a chunk larger than the dataset."""
     if node.dtype.itemsize > 8:
         raise error(f"{tensor} holds {node.dtype.itemsize * 8}-bit floats; a weights file "
@@ -242,7 +243,7 @@ def _storage_read(node: h5py.Dataset, tensor: str, error: type[ModelFileError]
     plist = node.id.get_create_plist()
     layout = plist.get_layout()
     if layout in (h5d.CONTIGUOUS, h5d.COMPACT):
-        return lambda dataset: dataset[()]
+        return node[()]
     if layout != h5d.CHUNKED:
         raise error(f"{tensor} has a storage layout ({layout}) a weights file does not use")
     for index in range(plist.get_nfilters()):
@@ -255,7 +256,7 @@ def _storage_read(node: h5py.Dataset, tensor: str, error: type[ModelFileError]
     if any(c > s for c, s in zip(node.chunks, node.shape, strict=True)):
         raise error(f"{tensor} is stored in chunks of shape {node.chunks}, larger than the "
                     f"tensor's {node.shape}: the file is not a weights file as h5py writes one")
-    return lambda dataset: _read_chunks(dataset, tensor, error)
+    return _read_chunks(node, tensor, error)
 
 
 def _read_chunks(node: h5py.Dataset, tensor: str, error: type[ModelFileError]) -> np.ndarray:
