@@ -401,3 +401,15 @@ def test_a_clip_at_the_bound_loads_and_embeds(tmp_path):
     embedder = Embedder.from_pretrained(options.parent)
     assert embedder.model.config.cell_clip == 1e4
     assert np.isfinite(embedder.embed_sentence(["The", "bank", "."])).all()
+
+
+@pytest.mark.parametrize(("key", "value"), [(("char_cnn", "activation"), "x" * 100_000),
+                                            (("lstm", "dim"), "7" * 100_000),
+                                            (("char_cnn", "filters"), {"k": "x" * 100_000})])
+def test_a_config_value_is_quoted_shortened(tmp_path, capsys, key, value):
+    options, _ = bilm_tf_dir(tmp_path / "m")
+    data = json.loads(options.read_text())
+    data[key[0]][key[1]] = value
+    options.write_text(json.dumps(data))
+    err = one_line_error(capsys, ["export", str(options.parent), str(tmp_path / "out")])
+    assert f"{'.'.join(key)} must" in err and len(err) < len(str(options)) + 200, err
