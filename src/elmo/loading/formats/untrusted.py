@@ -269,6 +269,10 @@ def _read_chunks(node: h5py.Dataset, tensor: str, error: type[ModelFileError]) -
     chunk_bytes = int(np.prod(node.chunks)) * node.dtype.itemsize
     limit = chunk_bytes + chunk_bytes // 1000 * len(pipeline) + _CHUNK_SLACK
     out = np.full(node.shape, node.fillvalue, dtype=node.dtype)
+    places = int(np.prod([-(-s // c) for s, c in zip(node.shape, node.chunks, strict=True)]))
+    if dataset.get_num_chunks() > places:
+        raise error(f"{tensor} lists {dataset.get_num_chunks():,} chunks where its shape has "
+                    f"room for {places:,}: the file is damaged")
     for index in range(dataset.get_num_chunks()):
         info = dataset.get_chunk_info(index)
         if any(o % c or o >= s for o, c, s in zip(info.chunk_offset, node.chunks, node.shape,
