@@ -29,6 +29,11 @@ MAX_PARAMETERS = 1_000_000_000
 MAX_STACK = 64
 MAX_CHARACTERS_PER_TOKEN = 1024
 MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 in bilm-tf's softmax
+# A number the model computes with is a float32: its largest finite value.
+FLOAT32_MAX = 3.4028234663852886e38
+# The most an LSTM's cell or output may be clipped at: a clip keeps values in [-clip, clip]
+# (every released model: 3); beyond 1e4 a clip clips nothing a float32 LSTM computes sanely.
+MAX_CLIP = 1e4
 
 
 class ConfigFieldError(ValueError):
@@ -40,11 +45,18 @@ class ConfigFieldError(ValueError):
         self.field, self.problem = field, problem
 
 
+def shown(value: Any, width: int = 60) -> str:
+    """`value` as an error quotes it: its repr, cut to `width` characters (a config's value may
+    be a string of any length)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
     """`value` as an int, when it is an integer (not a bool, float or string; numpy's
     integers are) in [low, high]; else the error."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigFieldError(name, f"must be an integer, got {value!r} "
+        raise ConfigFieldError(name, f"must be an integer, got {shown(value)} "
                                      f"({type(value).__name__})")
     if value < low or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
@@ -52,13 +64,18 @@ def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
     return int(value)
 
 
-def _number(name: str, value: Any, low: float, below: float | None = None) -> float:
-    """`value`, a finite real number (not a bool) >= low (and < below)."""
+def _number(name: str, value: Any, low: float, below: float | None = None,
+            high: float | None = None) -> float:
+    """`value`, a real number (not a bool) finite in float32, >= low (and < below, and
+    <= high)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value):
-        raise ConfigFieldError(name, f"must be a finite number, got {value!r}")
-    if value < low or (below is not None and value >= below):
-        bounds = f">= {low}" if below is None else f"in [{low}, {below})"
+            or not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise ConfigFieldError(name, f"must be a finite number (in float32, at most "
+                                     f"{FLOAT32_MAX:.4g} in size), got {shown(value)}")
+    if value < low or (below is not None and value >= below) \
+            or (high is not None and value > high):
+        bounds = f"in [{low}, {below})" if below is not None else \
+            f"between {low} and {high:g}" if high is not None else f">= {low}"
         raise ConfigFieldError(name, f"must be {bounds}, got {value}")
     return value
 
@@ -133,7 +150,7 @@ class BiLMConfig:
         """Each field's type and range; `filters`, `char_vocab` and `word_vocab` as tuples."""
         if not isinstance(self.filters, list | tuple) or not self.filters:
             raise ConfigFieldError("filters", "must list at least one (width, count) pair, got "
-                                   f"{self.filters!r}"[:200])
+                                   f"{shown(self.filters)}")
         if len(self.filters) > MAX_STACK:
             raise ConfigFieldError("filters", f"lists {len(self.filters)} widths, more than "
                                    f"{MAX_STACK}")
@@ -149,16 +166,17 @@ class BiLMConfig:
             setattr(self, name, _integer(name, getattr(self, name), low, high))
         for name in ("token_encoder", "activation"):
             if not isinstance(getattr(self, name), str):
-                raise ConfigFieldError(name, f"must be a string, got {getattr(self, name)!r}")
+                raise ConfigFieldError(name, "must be a string, got "
+                                             f"{shown(getattr(self, name))}")
         if self.activation not in ("relu", "tanh"):
             raise ConfigFieldError("activation", f"must be 'relu' or 'tanh', got "
-                                   f"{self.activation!r}")
+                                   f"{shown(self.activation)}")
         for name in ("cell_clip", "proj_clip"):
             if getattr(self, name) is not None:
-                _number(name, getattr(self, name), 0)
+                _number(name, getattr(self, name), 0, high=MAX_CLIP)
         if not isinstance(self.use_skip_connections, bool):
             raise ConfigFieldError("use_skip_connections", "must be true or false, got "
-                                   f"{self.use_skip_connections!r}")
+                                   f"{shown(self.use_skip_connections)}")
         for name in ("char_vocab", "word_vocab"):
             vocab = getattr(self, name)
             if not isinstance(vocab, list | tuple) or not all(isinstance(t, str) for t in vocab):
@@ -178,7 +196,7 @@ class BiLMConfig:
             return
         if self.token_encoder != "vocab":
             raise ValueError("token_encoder must be 'bytes' or 'vocab', got "
-                             f"{self.token_encoder!r}")
+                             f"{shown(self.token_encoder)}")
         missing = [c for c in VOCAB_CHAR_SPECIALS if c not in self.char_vocab]
         if missing:
             raise ValueError(f"char_vocab lacks the special entries {missing}")
