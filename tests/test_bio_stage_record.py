@@ -1,0 +1,166 @@
+"""`elmo bio-embeddings` and PREFIX's record of what it wrote (`.elmo_stages.json`): a forged
+or damaged record never makes a user's folder the pipeline's, and a link put in the prefix
+after the checks is not written through."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from elmo.bio.folders import PrefixFolder
+from elmo.bio.pipeline import STATE, run_pipeline
+from elmo.errors import ElmoError
+from tests.helpers.bio_pipeline import (
+    EMBED,
+    GLOBAL,
+    TSNE,
+    one_line_error,
+    prepare_job,
+    save_model_pair,
+    write_config,
+)
+
+pytest.importorskip("yaml")
+pytest.importorskip("sklearn")
+
+DOCS = EMBED.replace("emb:", "Documents:")
+
+
+@pytest.fixture(scope="module")
+def model_pair(tmp_path_factory) -> Path:
+    return save_model_pair(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch, model_pair) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return prepare_job(tmp_path, model_pair)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file()}
+
+
+def test_the_record_names_each_file_with_its_size_and_sha256(job):
+    import hashlib
+
+    prefix = run_pipeline(write_config(job, GLOBAL + EMBED + TSNE), progress=False)
+    stages = json.loads((prefix / STATE).read_text())["stages"]
+    assert sorted(stages) == ["emb", "tsne"]
+    for name, entry in stages.items():
+        written = _files(prefix / name)
+        assert sorted(entry["files"]) == sorted(written) and entry["dirs"] == []
+        for path, (size, sha256) in entry["files"].items():
+            assert size == len(written[path])
+            assert sha256 == hashlib.sha256(written[path]).hexdigest()
+
+
+def _forgeries(identity: str, thesis: bytes) -> list[object]:
+    """Records of stage Documents that a stranger could write without knowing the bytes of
+    the user's files."""
+    import hashlib
+
+    wrong = hashlib.sha256(b"something else").hexdigest()
+    entry = {"identity": identity, "files": {}, "dirs": []}
+    return [
+        None, identity, "", 0, [], {}, {"identity": None}, {"identity": identity},
+        {**entry, "identity": None}, {**entry, "identity": identity.upper()},
+        {**entry, "identity": 5}, entry, {**entry, "files": None},
+        {**entry, "files": {"thesis.tex": [len(thesis), wrong]}},
+        {**entry, "files": {"thesis.tex": [len(thesis), None]}},
+        {**entry, "files": {"thesis.tex": len(thesis)}},
+        {**entry, "files": {"thesis.tex": [True, wrong]}},
+        {**entry, "files": {"../Documents/thesis.tex": [len(thesis), wrong]}},
+        {**entry, "dirs": ["."]}, {**entry, "extra": 1},
+    ]
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["same-config", "changed-config"])
+def test_a_forged_record_never_lets_a_run_touch_a_users_folder(job, capsys, changed):
+    prefix = run_pipeline(write_config(job, GLOBAL + DOCS), progress=False)
+    identity = json.loads((prefix / STATE).read_text())["stages"]["Documents"]["identity"]
+    for path in sorted((prefix / "Documents").iterdir()):
+        path.unlink()
+    thesis = b"years of work"
+    (prefix / "Documents" / "thesis.tex").write_bytes(thesis)
+    config = write_config(job, GLOBAL + DOCS + "  half_precision: True\n" * changed)
+    records = [json.dumps({"stages": {"Documents": forged}})
+               for forged in _forgeries(identity, thesis)]
+    for record in [*records, "not json", '{"stages": null}', json.dumps({"Documents": None})]:
+        (prefix / STATE).write_text(record)
+        for flags in ([], ["--overwrite"]):
+            err = one_line_error(config, capsys, *flags)
+            assert "my_job/Documents" in err and "move it" in err, (record, err)
+            assert _files(prefix / "Documents") == {"thesis.tex": thesis}, record
+
+
+def test_a_changed_or_added_file_makes_a_recorded_folder_a_users(job, capsys):
+    prefix = run_pipeline(write_config(job, GLOBAL + EMBED), progress=False)
+    reduced = prefix / "emb" / "reduced_embeddings_file.h5"
+    before = reduced.read_bytes()
+    reduced.write_bytes(before[:-1] + bytes([before[-1] ^ 1]))  # same size, other bytes
+    config = write_config(job, GLOBAL + EMBED + "  half_precision: True\n")
+    for flags in ([], ["--overwrite"]):
+        err = one_line_error(config, capsys, *flags)
+        assert "my_job/emb holds reduced_embeddings_file.h5, which this pipeline did not " \
+               "write there (or which changed since" in err
+    reduced.write_bytes(before)
+    (prefix / "emb" / "sub").mkdir()
+    assert "my_job/emb holds sub," in one_line_error(config, capsys)
+    (prefix / "emb" / "sub").rmdir()
+    (prefix / "emb" / ".notes.txt.tmp").write_text("mine")  # a temporary name: excused, as
+    run_pipeline(config, progress=False)  # a killed write leaves, where the rest is the run's
+    assert not (prefix / "emb" / ".notes.txt.tmp").exists()
+
+
+def _plant(link: Path, target: Path) -> None:
+    """Replace `link` (a directory or nothing) by a link to `target`."""
+    if link.is_dir():
+        os.rename(link, link.with_name(link.name + ".moved"))
+    link.symlink_to(target, target_is_directory=True)
+
+
+def test_a_link_planted_after_the_checks_is_refused_not_followed(job, monkeypatch, capsys):
+    """The stage's directory replaced by a link between the checks and its first write."""
+    import elmo.bio.pipeline as pipeline
+
+    outside = job / "outside"
+    outside.mkdir()
+    claim = pipeline._claim_prefix
+
+    def claim_then_plant(prefix, plans, overwrite):
+        decided = claim(prefix, plans, overwrite)
+        prefix.mkdir(exist_ok=True)
+        _plant(prefix / "emb", outside)
+        return decided
+
+    monkeypatch.setattr(pipeline, "_claim_prefix", claim_then_plant)
+    err = one_line_error(write_config(job, GLOBAL + EMBED), capsys)
+    assert "my_job/emb is not a directory the pipeline can write" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_a_link_planted_while_a_stage_writes_is_not_written_through(job, monkeypatch):
+    """The stage's directory renamed away and replaced by a link once opened: its files go
+    to the directory that was opened, nothing to the link's target."""
+    outside = job / "outside"
+    outside.mkdir()
+    opened = PrefixFolder.stage
+
+    def open_then_plant(self, name):
+        place = opened(self, name)
+        _plant(self.prefix / name, outside)
+        return place
+
+    monkeypatch.setattr(PrefixFolder, "stage", open_then_plant)
+    config = write_config(job, GLOBAL + EMBED)
+    run_pipeline(config, progress=False)
+    assert list(outside.iterdir()) == []
+    assert (job / "my_job" / "emb.moved" / "reduced_embeddings_file.h5").is_file()
+    with pytest.raises(ElmoError, match="my_job/emb is a symbolic link"):
+        run_pipeline(config, progress=False)  # the next run refuses the links
+    assert list(outside.iterdir()) == []
