@@ -132,16 +132,21 @@ def test_a_link_planted_after_the_checks_is_refused_not_followed(job, monkeypatc
     outside.mkdir()
     claim = pipeline._claim_prefix
 
+    (outside / "victim.txt").write_text("precious")
+
     def claim_then_plant(prefix, plans, overwrite):
         decided = claim(prefix, plans, overwrite)
         prefix.mkdir(exist_ok=True)
         _plant(prefix / "emb", outside)
+        (prefix / "mapping_file.csv").symlink_to(outside / "victim.txt")
         return decided
 
     monkeypatch.setattr(pipeline, "_claim_prefix", claim_then_plant)
     err = one_line_error(write_config(job, GLOBAL + EMBED), capsys)
     assert "my_job/emb is not a directory the pipeline can write" in err
-    assert list(outside.iterdir()) == []
+    assert [p.name for p in outside.iterdir()] == ["victim.txt"]
+    assert (outside / "victim.txt").read_text() == "precious"
+    assert not (job / "my_job" / "mapping_file.csv").is_symlink()  # replaced, not followed
 
 
 def test_a_link_planted_while_a_stage_writes_is_not_written_through(job, monkeypatch):

@@ -67,7 +67,8 @@ class BodyTimeout:
             nonlocal deadline, body_done
             if body_done:
                 return await receive()
-            deadline = deadline or loop.time() + self.seconds
+            if deadline is None:
+                deadline = loop.time() + self.seconds
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
