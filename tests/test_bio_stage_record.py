@@ -18,8 +18,6 @@ from tests.helpers.bio_pipeline import (
     GLOBAL,
     TSNE,
     one_line_error,
-    prepare_job,
-    save_model_pair,
     write_config,
 )
 
@@ -29,26 +27,15 @@ pytest.importorskip("sklearn")
 DOCS = EMBED.replace("emb:", "Documents:")
 
 
-@pytest.fixture(scope="module")
-def model_pair(tmp_path_factory) -> Path:
-    return save_model_pair(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture
-def job(tmp_path, monkeypatch, model_pair) -> Path:
-    monkeypatch.chdir(tmp_path)
-    return prepare_job(tmp_path, model_pair)
-
-
 def _files(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
             if p.is_file()}
 
 
-def test_the_record_names_each_file_with_its_size_and_sha256(job):
+def test_the_record_names_each_file_with_its_size_and_sha256(bio_job):
     import hashlib
 
-    prefix = run_pipeline(write_config(job, GLOBAL + EMBED + TSNE), progress=False)
+    prefix = run_pipeline(write_config(bio_job, GLOBAL + EMBED + TSNE), progress=False)
     stages = json.loads((prefix / STATE).read_text())["stages"]
     assert sorted(stages) == ["emb", "tsne"]
     for name, entry in stages.items():
@@ -80,14 +67,14 @@ def _forgeries(identity: str, thesis: bytes) -> list[object]:
 
 
 @pytest.mark.parametrize("changed", [False, True], ids=["same-config", "changed-config"])
-def test_a_forged_record_never_lets_a_run_touch_a_users_folder(job, capsys, changed):
-    prefix = run_pipeline(write_config(job, GLOBAL + DOCS), progress=False)
+def test_a_forged_record_never_lets_a_run_touch_a_users_folder(bio_job, capsys, changed):
+    prefix = run_pipeline(write_config(bio_job, GLOBAL + DOCS), progress=False)
     identity = json.loads((prefix / STATE).read_text())["stages"]["Documents"]["identity"]
     for path in sorted((prefix / "Documents").iterdir()):
         path.unlink()
     thesis = b"years of work"
     (prefix / "Documents" / "thesis.tex").write_bytes(thesis)
-    config = write_config(job, GLOBAL + DOCS + "  half_precision: True\n" * changed)
+    config = write_config(bio_job, GLOBAL + DOCS + "  half_precision: True\n" * changed)
     records = [json.dumps({"stages": {"Documents": forged}})
                for forged in _forgeries(identity, thesis)]
     for record in [*records, "not json", '{"stages": null}', json.dumps({"Documents": None})]:
@@ -98,12 +85,12 @@ def test_a_forged_record_never_lets_a_run_touch_a_users_folder(job, capsys, chan
             assert _files(prefix / "Documents") == {"thesis.tex": thesis}, record
 
 
-def test_a_changed_or_added_file_makes_a_recorded_folder_a_users(job, capsys):
-    prefix = run_pipeline(write_config(job, GLOBAL + EMBED), progress=False)
+def test_a_changed_or_added_file_makes_a_recorded_folder_a_users(bio_job, capsys):
+    prefix = run_pipeline(write_config(bio_job, GLOBAL + EMBED), progress=False)
     reduced = prefix / "emb" / "reduced_embeddings_file.h5"
     before = reduced.read_bytes()
     reduced.write_bytes(before[:-1] + bytes([before[-1] ^ 1]))  # same size, other bytes
-    config = write_config(job, GLOBAL + EMBED + "  half_precision: True\n")
+    config = write_config(bio_job, GLOBAL + EMBED + "  half_precision: True\n")
     for flags in ([], ["--overwrite"]):
         err = one_line_error(config, capsys, *flags)
         assert "my_job/emb holds reduced_embeddings_file.h5, which this pipeline did not " \
@@ -124,11 +111,11 @@ def _plant(link: Path, target: Path) -> None:
     link.symlink_to(target, target_is_directory=True)
 
 
-def test_a_link_planted_after_the_checks_is_refused_not_followed(job, monkeypatch, capsys):
+def test_a_link_planted_after_the_checks_is_refused_not_followed(bio_job, monkeypatch, capsys):
     """The stage's directory replaced by a link between the checks and its first write."""
     import elmo.bio.pipeline as pipeline
 
-    outside = job / "outside"
+    outside = bio_job / "outside"
     outside.mkdir()
     claim = pipeline._claim_prefix
 
@@ -142,17 +129,17 @@ def test_a_link_planted_after_the_checks_is_refused_not_followed(job, monkeypatc
         return decided
 
     monkeypatch.setattr(pipeline, "_claim_prefix", claim_then_plant)
-    err = one_line_error(write_config(job, GLOBAL + EMBED), capsys)
+    err = one_line_error(write_config(bio_job, GLOBAL + EMBED), capsys)
     assert "my_job/emb is not a directory the pipeline can write" in err
     assert [p.name for p in outside.iterdir()] == ["victim.txt"]
     assert (outside / "victim.txt").read_text() == "precious"
-    assert not (job / "my_job" / "mapping_file.csv").is_symlink()  # replaced, not followed
+    assert not (bio_job / "my_job" / "mapping_file.csv").is_symlink()  # replaced, not followed
 
 
-def test_a_link_planted_while_a_stage_writes_is_not_written_through(job, monkeypatch):
+def test_a_link_planted_while_a_stage_writes_is_not_written_through(bio_job, monkeypatch):
     """The stage's directory renamed away and replaced by a link once opened: its files go
     to the directory that was opened, nothing to the link's target."""
-    outside = job / "outside"
+    outside = bio_job / "outside"
     outside.mkdir()
     opened = PrefixFolder.stage
 
@@ -162,10 +149,10 @@ def test_a_link_planted_while_a_stage_writes_is_not_written_through(job, monkeyp
         return place
 
     monkeypatch.setattr(PrefixFolder, "stage", open_then_plant)
-    config = write_config(job, GLOBAL + EMBED)
+    config = write_config(bio_job, GLOBAL + EMBED)
     run_pipeline(config, progress=False)
     assert list(outside.iterdir()) == []
-    assert (job / "my_job" / "emb.moved" / "reduced_embeddings_file.h5").is_file()
+    assert (bio_job / "my_job" / "emb.moved" / "reduced_embeddings_file.h5").is_file()
     with pytest.raises(ElmoError, match="my_job/emb is a symbolic link"):
         run_pipeline(config, progress=False)  # the next run refuses the links
     assert list(outside.iterdir()) == []
