@@ -62,7 +62,7 @@ def _forgeries(identity: str, thesis: bytes) -> list[object]:
         {**entry, "files": {"thesis.tex": len(thesis)}},
         {**entry, "files": {"thesis.tex": [True, wrong]}},
         {**entry, "files": {"../Documents/thesis.tex": [len(thesis), wrong]}},
-        {**entry, "dirs": ["."]}, {**entry, "extra": 1},
+        {**entry, "dirs": ["."]}, {**entry, "dirs": [".git"]}, {**entry, "extra": 1},
     ]
 
 
@@ -74,6 +74,8 @@ def test_a_forged_record_never_lets_a_run_touch_a_users_folder(bio_job, capsys, 
         path.unlink()
     thesis = b"years of work"
     (prefix / "Documents" / "thesis.tex").write_bytes(thesis)
+    (prefix / "Documents" / ".git").mkdir()
+    (prefix / "Documents" / ".git" / "HEAD").write_bytes(b"ref: refs/heads/main\n")
     config = write_config(bio_job, GLOBAL + DOCS + "  half_precision: True\n" * changed)
     records = [json.dumps({"stages": {"Documents": forged}})
                for forged in _forgeries(identity, thesis)]
@@ -82,7 +84,8 @@ def test_a_forged_record_never_lets_a_run_touch_a_users_folder(bio_job, capsys, 
         for flags in ([], ["--overwrite"]):
             err = one_line_error(config, capsys, *flags)
             assert "my_job/Documents" in err and "move it" in err, (record, err)
-            assert _files(prefix / "Documents") == {"thesis.tex": thesis}, record
+            assert _files(prefix / "Documents") == {
+                "thesis.tex": thesis, ".git/HEAD": b"ref: refs/heads/main\n"}, record
 
 
 def test_a_changed_or_added_file_makes_a_recorded_folder_a_users(bio_job, capsys):
@@ -156,3 +159,34 @@ def test_a_link_planted_while_a_stage_writes_is_not_written_through(bio_job, mon
     with pytest.raises(ElmoError, match="my_job/emb is a symbolic link"):
         run_pipeline(config, progress=False)  # the next run refuses the links
     assert list(outside.iterdir()) == []
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_run_stopped_before_recording_its_last_segment_resumes(bio_job, monkeypatch, caplog):
+    """A segment renamed into `.embed.partial/` but not yet in the record (the run killed
+    between the two) is what a killed run leaves: the rerun resumes from it."""
+    from elmo.bio.embed_stage import StageSink
+
+    real = StageSink.save
+
+    def save_then_stop(self, items, layers):
+        self.saved = lambda: None
+        real(self, items, layers)
+        raise _Stop
+
+    monkeypatch.setattr(StageSink, "save", save_then_stop)
+    config = write_config(bio_job, GLOBAL + EMBED + "  max_amino_acids: 60\n")
+    with pytest.raises(_Stop):
+        run_pipeline(config, progress=False)
+    partial = bio_job / "my_job" / "emb" / ".embed.partial"
+    recorded = json.loads((bio_job / "my_job" / STATE).read_text())["stages"]["emb"]
+    segments = [p.name for p in partial.glob("*.hdf5")]
+    assert len(segments) == 1 and f".embed.partial/{segments[0]}" not in recorded["files"]
+    monkeypatch.setattr(StageSink, "save", real)
+    caplog.set_level("INFO", "elmo.bio")
+    run_pipeline(config, progress=False)
+    assert "stage emb: resuming its unfinished run" in caplog.text
+    assert (bio_job / "my_job" / "emb" / "reduced_embeddings_file.h5").is_file()

@@ -4,13 +4,14 @@ For each stage: its identity (`elmo.bio.plan`), the files the run wrote in its d
 (path inside it -> size and sha256) and the directories it made there. The pipeline updates
 it after each file a stage completes, so a killed run leaves a record of what it wrote.
 
-A stage directory is the pipeline's (`StageRecord.owns`: kept, resumed or removed) only if
-the record names it with a well-formed entry and everything in it is recorded with the same
-size and sha256; temporary files (`.NAME.tmp`) that a killed write left are excused where a
-recorded file is there too. Anything else is a user's folder, left alone: a forged or
-damaged record (a null, a string or a number where an entry belongs, a path that leaves the
-directory) names no folder, and a record cannot vouch for a file whose bytes it does not
-know.
+A stage directory is the pipeline's (`StageRecord.difference` is None: kept, resumed or
+removed) only if the record names it with a well-formed entry and everything in it is
+recorded with the same size and sha256; what a killed run can leave unrecorded (temporary
+files, `.NAME.tmp`, and files in the stage's recorded hidden working directories) is excused
+where a recorded file is there too, as recorded. Anything else is a user's folder, left
+alone: a forged or damaged record (a null, a string or a number where an entry belongs, a
+path that leaves the directory) names no folder, and a record cannot vouch for a file whose
+bytes it does not know.
 """
 
 from __future__ import annotations
@@ -90,11 +91,11 @@ class StageRecord:
                         self._digest(name, directory, path, info) != entry.files[path][1]:
                     return path
                 vouched = True
-            elif not (info[0] >= 0 and _TEMPORARY.fullmatch(PurePosixPath(path).name)):
+            elif not (info[0] >= 0 and _excused(path, entry)):
                 return path
-        temporary = [path for path, info in found.items() if info is not None
-                     and path not in entry.files]
-        return temporary[0] if temporary and not vouched else None
+        excused = [path for path, info in found.items() if info is not None
+                   and path not in entry.files]
+        return excused[0] if excused and not vouched else None
 
     def note(self, name: str, identity: str, directory: Path) -> None:
         """Record what `directory` holds now as stage `name`'s, but temporary files (being
@@ -114,6 +115,17 @@ class StageRecord:
         if key not in self._seen or self._seen[key][0] != info:
             self._seen[key] = (info, _sha256(directory / path))
         return self._seen[key][1]
+
+
+def _excused(path: str, entry: StageEntry) -> bool:
+    """Whether a file the record does not name may be what a killed run left: a temporary
+    file (`.NAME.tmp`), or a file in one of the stage's recorded working directories (a
+    hidden one, as the embed stage's `.embed.partial/`, whose segments a run records after
+    writing them)."""
+    where = PurePosixPath(path)
+    return bool(_TEMPORARY.fullmatch(where.name)) or any(
+        str(parent) in entry.dirs and parent.name.startswith(".")
+        for parent in where.parents if parent.parts)
 
 
 def _entry(value: Any) -> StageEntry | None:
