@@ -34,7 +34,7 @@ from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
 from elmo.serve.limits import ServeLimits
 from elmo.serve.metrics import Metrics, MetricsMiddleware
-from elmo.serve.payload import PayloadLimit
+from elmo.serve.payload import BodyTimeout, PayloadLimit
 from elmo.serve.schemas import (
     EmbedAllRequest,
     EmbedRequest,
@@ -63,6 +63,8 @@ logger = logging.getLogger("elmo.serve")
 BINARY = "application/octet-stream"  # /embed_all's safetensors answer
 CLIENT_CLOSED = 499  # nginx's status for a request whose client went away (never sent)
 TEI_ERRORS = error_responses(ErrorResponse)
+# `error_type` of the errors that the middlewares raise as HTTPException, by status.
+HTTP_ERROR_TYPES = {408: "Timeout", 413: "PayloadTooLarge"}
 
 
 def _answers(model: object, description: str, errors: dict | None = None,
@@ -261,12 +263,16 @@ def _json(data: object, status: int = 200) -> Response:
                     media_type="application/json")
 
 
-def _error(request: Request, status: int, message: str, error_type: str) -> Response:
+def _error(request: Request, status: int, message: str, error_type: str,
+           headers: dict[str, str] | None = None) -> Response:
     """TEI's error body; OpenAI's on its routes, as its clients read `error.message`."""
     if request.url.path.startswith("/v1/"):
-        return _json({"error": {"message": message, "type": error_type, "param": None,
-                                "code": None}}, status)
-    return _json({"error": message, "error_type": error_type}, status)
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    else:
+        body = {"error": message, "error_type": error_type}
+    answer = _json(body, status)
+    answer.headers.update(headers or {})
+    return answer
 
 
 def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
@@ -437,8 +443,8 @@ async def _invalid_request(request: Request, err: RequestValidationError) -> Res
 async def _http_error(request: Request, err: HTTPException) -> Response:
     if err.status_code == 400 and err.__cause__ is not None:  # FastAPI's parsing failed
         return _error(request, 422, describe_unparsable_body(err.__cause__), "Validation")
-    kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
-    return _error(request, err.status_code, str(err.detail), kind)
+    kind = HTTP_ERROR_TYPES.get(err.status_code, "Http")
+    return _error(request, err.status_code, str(err.detail), kind, err.headers)
 
 
 async def _internal_error(request: Request, err: Exception) -> Response:
@@ -486,6 +492,7 @@ def create_app(
     app.state.service = service
     app.include_router(router)
     app.add_middleware(PayloadLimit, limit=limits.payload_limit)
+    app.add_middleware(BodyTimeout, seconds=limits.body_timeout)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics,
                        routes=[route.path for route in router.routes])
     return app

@@ -136,11 +136,12 @@ class OpenAIErrorResponse(BaseModel):
 
 
 ERROR_STATUSES = {
+    408: "the body did not arrive within --body-timeout seconds (the connection is closed)",
     413: "too many inputs, an input too long, or a body over --payload-limit",
     422: "a body that is not JSON or not a valid request (the message names the field)",
     429: "too many requests in flight: retry later or elsewhere",
     500: "the model failed on this request (the server's log has the traceback)",
-    503: "the model is still loading",
+    503: "the model is still loading, or --max-connections connections are open",
 }
 
 
