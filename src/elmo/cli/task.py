@@ -64,7 +64,7 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
     group.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
-                       help="label-text and tsv sentences, squad passages and questions "
+                       help="label-text, tsv and nli sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
@@ -181,8 +181,9 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
                             "task model",
                             description="Write OUTPUT: INPUT (in the run's format) with its "
                             "tags or labels replaced by the model's, or added where it has "
-                            "none (conll, tsv); for --format squad, SQuAD's prediction file "
-                            "{question id: answer text}.")
+                            "none (conll, tsv, nli: every line, those without a gold label "
+                            "too); for --format squad, SQuAD's prediction file {question id: "
+                            "answer text}.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
