@@ -19,6 +19,7 @@ from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import FORMATS, SCHEMES, format_of_name, formats_help
 from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
 from elmo.tasks.registry import TASKS
+from elmo.tasks.span import ANSWER_METRICS
 from elmo.tokenize import TOKENIZERS
 
 # the defaults of TaskConfig's optional fields, for the options and their help
@@ -128,7 +129,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
                        help="default: span-f1 with --scheme, squad-f1 for --task span, else "
-                       "accuracy")
+                       "accuracy. --task span: " + "; ".join(
+                           f"{m.name}: {m.help}" for m in ANSWER_METRICS.values()))
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
     train.add_argument("--epochs", type=int, default=d.epochs,
