@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from elmo.cli import main
-from elmo.errors import InputFileError
+from elmo.errors import ElmoError, InputFileError
 from elmo.tasks.cmrc import cmrc_exact_match, cmrc_f1, cmrc_scores, segments
 from elmo.tasks.registry import TASKS
 from elmo.tasks.squad import answer_counts, read_squad
@@ -158,3 +159,11 @@ def test_a_training_file_without_answers_is_one_clear_line(tmp_path, capsys):
     questions[1].answers = []
     with pytest.raises(InputFileError, match=r"question TRIAL_0_QUERY_1: no answers"):
         TASKS["span"].require_targets(questions, dev)
+
+
+def test_nltk_is_needed_only_for_text_besides_chinese(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nltk.tokenize", None)  # as if nltk were not installed
+    assert cmrc_f1("北京 。", "北京") == 1.0
+    with pytest.raises(ElmoError, match=r"CMRC 2018's metric needs nltk: pip install "
+                       r"'elmo-bilm\[tasks\]'"):
+        cmrc_f1("Beijing", "北京")
