@@ -88,6 +88,12 @@ class Precision:
     devices: tuple[str, ...] | None = None
     default_for: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """Whether it computes in float32 throughout (no TF32, no autocast): the one kind of
+        arithmetic that every path takes (`elmo embed --ray` takes only these)."""
+        return not self.tf32 and self.autocast is None
+
     def applies_on(self, device: torch.device) -> bool:
         """Whether it computes otherwise than fp32 on `device`."""
         return self.devices is None or device.type in self.devices
