@@ -13,7 +13,7 @@ from elmo.io.titles import TITLE_LISTS
 from elmo.loading.model_files import ModelFiles
 from elmo.loading.resolve import resolve_model, sources_described
 from elmo.options import is_option
-from elmo.tokenize import TOKENIZERS, tokenizers_described
+from elmo.tokenize import DEFAULT_TOKENIZER, TOKENIZERS, tokenizers_described
 from elmo.vocab import SPECIAL_TOKENS
 
 
@@ -163,11 +163,11 @@ def add_tokenizer(p: argparse.ArgumentParser) -> None:
 
 
 def add_corpus_tokenizer(p: argparse._ActionsContainer, note: str = "") -> None:
-    """--tokenizer of a command that reads a corpus (default whitespace); `note`: what else
-    the help says."""
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+    """--tokenizer of a command that reads a corpus (default `DEFAULT_TOKENIZER`); `note`: what
+    else the help says."""
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default=DEFAULT_TOKENIZER,
                    help=f"how lines become tokens ({tokenizers_described()}; default "
-                   f"whitespace){note}")
+                   f"{DEFAULT_TOKENIZER}){note}")
 
 
 def add_layers(p: argparse._ActionsContainer, what: str) -> None:

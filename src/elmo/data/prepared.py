@@ -52,7 +52,7 @@ from elmo.data.corpus import (
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
-from elmo.tokenize import get_tokenizer
+from elmo.tokenize import DEFAULT_TOKENIZER, get_tokenizer
 from elmo.vocab import Vocabulary
 
 MANIFEST_NAME = "manifest.json"
@@ -257,7 +257,7 @@ class _ShardWriter:
 def prepare_corpus(
     train: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
-    tokenizer: str = "whitespace",
+    tokenizer: str = DEFAULT_TOKENIZER,
     *,
     input_format: str = AUTO,
     vocab: Vocabulary | None = None,

@@ -16,7 +16,7 @@ from elmo.errors import raise_failed
 from elmo.io.inputs import INPUT_FORMATS
 from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
 from elmo.options import option
-from elmo.tokenize import TOKENIZERS
+from elmo.tokenize import DEFAULT_TOKENIZER, TOKENIZERS
 
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "slanted-triangular")
@@ -70,7 +70,7 @@ class TrainConfig:
     vocab: str | None = None  # bilm-tf vocabulary file (None: built from the training data)
     min_count: int = 1
     max_vocab: int | None = None
-    tokenizer: str = "whitespace"
+    tokenizer: str = DEFAULT_TOKENIZER
     # Batches.
     batch_size: int = option(128, "rows per process (default 128)", parse=int, metavar="N")
     unroll_steps: int = option(20, "BPTT window (default 20)", parse=int, metavar="N")
