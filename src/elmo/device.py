@@ -103,11 +103,16 @@ class Precision:
         return torch.autocast(device.type, dtype=self.autocast or torch.bfloat16,
                               enabled=self.autocast is not None)
 
+    def switches(self) -> AbstractContextManager[None]:
+        """Inside: the switches of this precision (TF32), which hold for a whole training
+        run (restored on exit); its autocast covers forward passes only (`autocast_on`)."""
+        return tf32_allowed(self.tf32)
+
     @contextmanager
     def computing(self, device: torch.device) -> Iterator[None]:
         """Inside: the arithmetic of this precision on `device` (TF32 switches restored on
         exit)."""
-        with tf32_allowed(self.tf32), self.autocast_on(device):
+        with self.switches(), self.autocast_on(device):
             yield
 
 

@@ -188,8 +188,7 @@ class Service:
                            f"text-embedding-3 models were): leave dimensions out or give {dims}")
 
     def checked_layers(self, choice: LayerChoice) -> LayerChoice:
-        """A request's layer choice, 422 where it does not fit the model (a layer it has
-        not, a mix of another model's layers)."""
+        """A request's layer choice; 422 where it does not fit the model."""
         try:
             choice.check(self.ready().model.num_layers)
         except LayerChoiceError as err:
