@@ -10,14 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elmo.token_encoders import TokenEncoder, token_encoder
+
 # The char-CNN filters of every released English model: (width, count), 2048 in all.
 RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-# Entries a vocabulary token encoder needs (ELMoForManyLangs' names).
-VOCAB_CHAR_SPECIALS = ("<bow>", "<eow>", "<bos>", "<eos>", "<oov>", "<pad>")
-VOCAB_WORD_SPECIALS = ("<oov>", "<pad>")
-# Character ids of the bytes token encoder: 256 bytes + 5 specials, shifted by +1 (id 0 is the
-# absent-token padding).
-BYTE_CHAR_IDS = 262
 
 # Bounds on what a config may ask for, checked before any tensor is allocated (a config comes
 # with a model file from anyone). A biLM has at most 1e9 parameters: 4 GB of float32 weights,
@@ -111,7 +107,7 @@ class BiLMConfig:
     """
 
     # Character CNN token encoder.
-    token_encoder: str = "bytes"  # "bytes" or "vocab"
+    token_encoder: str = "bytes"  # a key of elmo.token_encoders.TOKEN_ENCODERS
     char_embed_dim: int = 16
     filters: tuple[tuple[int, int], ...] = RELEASED_FILTERS
     n_highway: int = 1
@@ -189,25 +185,12 @@ class BiLMConfig:
             raise ConfigFieldError("extra_options", "must be a JSON object")
 
     def _check_token_encoder(self) -> None:
-        if self.token_encoder == "bytes":
-            if self.char_vocab or self.word_vocab or self.word_embed_dim:
-                raise ValueError("char_vocab, word_vocab and word_embed_dim belong to "
-                                 'token_encoder="vocab"')
-            return
-        if self.token_encoder != "vocab":
-            raise ValueError("token_encoder must be 'bytes' or 'vocab', got "
-                             f"{shown(self.token_encoder)}")
-        missing = [c for c in VOCAB_CHAR_SPECIALS if c not in self.char_vocab]
-        if missing:
-            raise ValueError(f"char_vocab lacks the special entries {missing}")
-        if self.word_embed_dim < 0:
-            raise ValueError(f"word_embed_dim must be >= 0, got {self.word_embed_dim}")
-        if self.word_embed_dim:
-            missing = [w for w in VOCAB_WORD_SPECIALS if w not in self.word_vocab]
-            if missing:
-                raise ValueError(f"word_vocab lacks the special entries {missing}")
-        elif self.word_vocab:
-            raise ValueError("word_vocab needs word_embed_dim > 0")
+        self.encoder.check(self)
+
+    @property
+    def encoder(self) -> TokenEncoder:
+        """The record of `token_encoder` (`elmo.token_encoders`)."""
+        return token_encoder(self.token_encoder)
 
     @property
     def n_filters(self) -> int:
@@ -217,7 +200,7 @@ class BiLMConfig:
     @property
     def n_char_ids(self) -> int:
         """Rows of the character embedding: the token encoder's characters, plus id 0."""
-        return len(self.char_vocab) + 1 if self.token_encoder == "vocab" else BYTE_CHAR_IDS
+        return self.encoder.n_char_ids(self)
 
     @property
     def n_parameters(self) -> int:
@@ -277,7 +260,7 @@ class BiLMConfig:
 
     def to_options(self) -> dict[str, Any]:
         """The `options.json` dict for this config (prediction form: n_characters 262)."""
-        if self.token_encoder != "bytes":
+        if not self.encoder.options_json:
             raise ValueError(
                 "bilm-tf's options.json describes byte-level character CNNs only; this model "
                 "reads its own character vocabulary (an ELMoForManyLangs model), which the "

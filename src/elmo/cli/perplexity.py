@@ -12,6 +12,7 @@ from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
 from elmo.loading.resolve import resolve_model
+from elmo.tokenize import DEFAULT_TOKENIZER
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     files = resolve_model(args.model)
     lm, vocab = load_language_model(files)
     lm.to(resolve_device(args.device))
-    tokenizer = args.tokenizer or files.recorded_tokenizer() or "whitespace"
+    tokenizer = args.tokenizer or files.recorded_tokenizer() or DEFAULT_TOKENIZER
     sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer,
                                input_format=args.input_format)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)

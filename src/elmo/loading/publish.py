@@ -218,9 +218,7 @@ def _example_language(loaded: LoadedModel, language: str | list[str] | None) -> 
 def _facts(loaded: LoadedModel, record: dict[str, Any]) -> str:
     c = loaded.bilm.config
     widths = [w for w, _ in c.filters]
-    chars = "UTF-8 bytes" if c.token_encoder == "bytes" else \
-        f"its own vocabulary of {len(c.char_vocab):,} characters" \
-        + (f" and {len(c.word_vocab):,} words" if c.word_vocab else "")
+    chars = c.encoder.phrase(c)
     data = record.get("data_name") or ", ".join(record.get("data_files", [])) or "not recorded"
     rows = [
         ("architecture", f"char-CNN over {chars}: {c.n_filters} filters (widths "

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 
 from elmo import __version__
 from elmo.embedding import Embedder, EmbedSettings
-from elmo.layer_choice import LayerChoice, parse_layer_choice
+from elmo.layer_choice import LayerChoice, LayerChoiceError, parse_layer_choice
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
@@ -189,6 +189,14 @@ class Service:
                            "cannot be shortened (it was not trained for it, as OpenAI's "
                            f"text-embedding-3 models were): leave dimensions out or give {dims}")
 
+    def checked_layers(self, choice: LayerChoice) -> LayerChoice:
+        """A request's layer choice; 422 where it does not fit the model."""
+        try:
+            choice.check(self.ready().model.num_layers)
+        except LayerChoiceError as err:
+            raise ApiError(422, f"layers: {err}") from None
+        return choice
+
     async def embed(self, request: Request, sentences: list[list[str]]) -> list[np.ndarray]:
         """Each sentence's layers (L+1, n, 2P) through the queue; 429 when too many requests
         are in flight; ClientGone (and its place freed) if the client leaves meanwhile."""
@@ -275,8 +283,10 @@ def _error(request: Request, status: int, message: str, error_type: str,
     return answer
 
 
-def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
-    """One vector (2P,) per sentence: the mean over its tokens of `mode`'s layer."""
+def _pooled(layers: list[np.ndarray], mode: str | LayerChoice, normalize: bool
+            ) -> list[np.ndarray]:
+    """One vector (2P,) per sentence: the mean over its tokens of what the choice `mode`
+    keeps."""
     choice = parse_layer_choice(mode)
     vectors = [choice.numpy(a).mean(axis=0) for a in layers]
     if normalize:
@@ -319,8 +329,9 @@ async def embed_all(body: EmbedAllRequest, request: Request, service: AppService
     `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
     named by its index."""
     sentences = await service.sentences(body.inputs, "inputs", tei=body)
-    mode = body.layers or str(service.settings.layers)
-    choice = parse_layer_choice(body.layers) if body.layers else service.settings.layer_choice
+    asked = body.layer_choice()
+    choice = service.checked_layers(asked) if asked else service.settings.layer_choice
+    mode = asked.spelling() if asked else str(service.settings.layers)
     layers = await service.embed(request, sentences)
     binary = BINARY in request.headers.get("accept", "")
     return await asyncio.to_thread(_layers_answer, layers, choice, mode, binary)
@@ -345,9 +356,10 @@ async def embed(body: EmbedRequest, request: Request, service: AppService) -> Re
     """One vector per input: the mean over its tokens of the layer average (or top),
     L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
     service.check_dimensions(body.dimensions)
+    choice = service.checked_layers(body.layer_choice())
     sentences = await service.sentences(body.inputs, "inputs", tei=body)
     layers = await service.embed(request, sentences)
-    vectors = await asyncio.to_thread(_pooled, layers, body.layers, body.normalize)
+    vectors = await asyncio.to_thread(_pooled, layers, choice, body.normalize)
     return _json(vectors)
 
 
