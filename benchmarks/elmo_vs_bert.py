@@ -798,40 +798,29 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     return result
 
 
-DESCRIPTION = """\
-ELMo (the shipped model of the language, and random weights of the small and original
-presets, fp32 and int8) against BERT (random weights of bert-base/large-cased and
-bert-base-chinese: Hugging Face eager and SDPA, SDPA int8, ONNX Runtime fp32 and int8) on the
-same sentences and batches: words/s, latency at batch 1, speed-up over BERT-base, and each
-encoder's peak memory. Needs the [bench] extra: pip install -e '.[bench]'. The sentences come
-from the CoNLL-2003 and MSRA NER test sets under --data. The full run takes about
-20 minutes alone on a 2-core host (conll2003 12, msra 7), and its memory peaks at about 21 GB
-of RAM for conll2003 and 9 GB for msra: on a smaller machine give one --workloads at a time,
-or fewer --threads. --quick is a smoke run: tiny models, made-up sentences."""
-
-
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line's options (--quick: its sizes)."""
-    p = argparse.ArgumentParser(description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " Needs pip install -e '.[bench]' "
+        "(transformers, tokenizers, ONNX Runtime).",
+        epilog="Both workloads take about 20 minutes alone on a 2-core host, and the memory "
+        "children peaked at 21 GB (English) and 9 GB (Chinese) together; --quick runs in "
+        "seconds. How it is measured: benchmarks/README.md, 'ELMo or BERT'.")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS),
-                   help="conll2003: CoNLL-2003 English test sentences, words (the English "
-                   "models); msra: MSRA NER test sentences, characters (the Chinese ones) "
-                   f"(default: {' '.join(WORKLOADS)}, one after the other)")
+                   help="conll2003: CoNLL-2003 eng.testb (English words); msra: MSRA NER test "
+                   "(Chinese characters); default: both")
     p.add_argument("--data", type=Path, default=DATA,
                    help="the folder of conll2003/ and msra-ner/ (default: ELMO_SHARED/data)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda (no ONNX Runtime)")
-    p.add_argument("--threads", nargs="+", type=int, default=[1, 2], metavar="N",
-                   help="torch (and ONNX Runtime) thread counts, each measured in turn "
-                   "(default: 1 2)")
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2],
+                   help="torch thread counts, each measured in turn (default: 1 2)")
     p.add_argument("--sentences", type=int, default=64,
                    help="sentences of each workload timed in batches (a seeded sample; "
                    "default 64)")
     p.add_argument("--latency-sentences", type=int, default=16,
                    help="of those, timed one at a time (default 16)")
-    p.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 64], metavar="N",
-                   help="sentences per batch for words/s, each measured in turn (the sample "
-                   "sorted by length, then cut; default: 32 64)")
+    p.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 64],
+                   help="sentences a batch for the words/s columns (default: 32 64)")
     p.add_argument("--repeats", type=int, default=1,
                    help="passes of every encoder, alternated (default 1)")
     p.add_argument("--memory-sentences", type=int, default=16,

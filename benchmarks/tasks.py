@@ -4,10 +4,15 @@ seeds; the epoch speed over cached layers against recomputing the biLM (the ship
 one of the paper's size with random weights); peak memory against dataset size.
 
 Tasks (../shared/data): CoNLL-2003 NER (span F1), UD EWT POS (accuracy), SST-5 (accuracy), SICK
-entailment (accuracy), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when there
-is none), SQuAD v1.1 (F1 and exact match; its dev set split by article as its README says:
-articles 1-34 train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens;
-BiLSTMs of 64 per direction, as a CPU affords; four columns). Columns: the task model alone;
+entailment (accuracy), MultiNLI (accuracy; its matched dev set of 9,815 pairs split in order:
+the last 2,000 the test set, the 2,000 before them dev, the rest train; moses tokens; four
+columns), MSRA NER (span F1, with a Chinese biLM: `--zh-model`, skipped when there is none),
+SQuAD v1.1 (F1 and exact match; its dev set split by article as its README says: articles 1-34
+train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens; BiLSTMs of 64 per
+direction, as a CPU affords; four columns), CMRC 2018 (its trial set split by article: 1-180
+train (714 questions), 181-205 dev (89), 206-256 test (199); `--metric cmrc`; character tokens,
+answers up to 100 characters (its answers run long: median 19, 36% over 30); the Chinese biLM;
+as SQuAD otherwise). Columns: the task model alone;
 layer 0 only (static, context-free); the top layer only; the average; a learned mix with lambda
 0.001 and with lambda 1; ELMo at the task RNN's input and output; an adapted biLM (`elmo train
 --init-from` on the task's training text, on EWT POS and SST-5); the biLM fine-tuned inside the
@@ -83,7 +88,8 @@ class Task:
     format: str
     train: Path
     dev: Path | None  # None: the last `held_out` examples of train
-    test: Path | None  # None: squad, split by `articles`
+    test: Path | None  # None: the last `held_out` examples of train, before dev's; squad:
+    # split by `articles`
     options: dict[str, Any] = field(default_factory=dict)
     header: bool = False  # tsv: the first line names the columns
     blocks: bool = False  # examples are blank-line-separated blocks (conll, conllu)
@@ -115,6 +121,13 @@ TASKS = [
          {"tokenizer": "moses", "hidden_dim": 64}, articles=(34, 38),
          columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
          freeze_word_vectors=True),
+    Task("MultiNLI", "pair", "nli", DATA / "mnli/dev.jsonl", None, None,
+         {"tokenizer": "moses"}, held_out=2000,
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
+    Task("CMRC 2018", "span", "squad", DATA / "cmrc2018/cmrc2018_trial.json", None, None,
+         {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
+         chinese=True, articles=(180, 205),
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
 ]
 
 # column -> TaskConfig fields; "elmo" is filled in per task (the biLM, or the adapted one)
@@ -175,11 +188,14 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, An
         return squad_files(task, args, work)
     folder = work / "data" / task.name.replace(" ", "_")
     header, train = read_examples(task, task.train)
+    if task.test is None:
+        train, test = train[: -task.held_out], train[-task.held_out :]
+    else:
+        test = read_examples(task, task.test)[1]
     if task.dev is None:
         train, dev = train[: -task.held_out], train[-task.held_out :]
     else:
         dev = read_examples(task, task.dev)[1]
-    test = read_examples(task, task.test)[1]
     train_size = args.train_size if args.train_size is not None else task.full_train_size
     files: dict[str, Any] = {
         "train": write_examples(task, header, train[:train_size], folder / "train")}
@@ -477,7 +493,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", default="default", help="the English biLM")
-    parser.add_argument("--zh-model", default="default-zh", help="the Chinese biLM (MSRA)")
+    parser.add_argument("--zh-model", default="default-zh",
+                        help="the Chinese biLM (MSRA, CMRC 2018)")
     parser.add_argument("--seeds", type=int, help="seeds per cell (default: 3; --full: 2)")
     parser.add_argument("--epochs", type=int,
                         help="task training epochs, at most (default: 5; --full: 20)")

@@ -64,6 +64,23 @@ def tiny_bilm() -> BiLM:
     return random_bilm()
 
 
+@pytest.fixture(scope="module")
+def bio_model_pair(tmp_path_factory) -> Path:
+    """A small random biLM as bilm-tf's options/weights pair, for bio_embeddings' pipeline."""
+    from tests.helpers.bio_pipeline import save_model_pair
+
+    return save_model_pair(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture
+def bio_job(tmp_path, monkeypatch, bio_model_pair) -> Path:
+    """A working directory (made the current one) with fasta.fa (6 proteins) and model/."""
+    from tests.helpers.bio_pipeline import prepare_job
+
+    monkeypatch.chdir(tmp_path)
+    return prepare_job(tmp_path, bio_model_pair)
+
+
 @pytest.fixture
 def labelled_figures(monkeypatch):
     """The (title, x label, y label) of every axes of every figure saved."""

@@ -14,6 +14,12 @@ to have no legitimate use in this prose:
 - "not run yet", "not been tested", "to be re-run", "not measured yet": the state of the work;
   say what was measured, on what, or that a path has no test;
 - "this tree", "device time": the author's working copy, a budget of the work.
+
+Pages tidied for users also carry no narration of how they were made (NARRATION): no dates
+(a measurement's date is in its results file, benchmarks/results/), "the device" (say the
+GPU), a "payload" or a machine's "call" ("one call's load", "two calls of", `call2`: how work
+reached a machine; a function's call is fine), "the target of" or "not reached" (what the work
+aimed at), "this project's ... machine" (name the CPU).
 """
 
 from __future__ import annotations
@@ -25,14 +31,24 @@ import pytest
 
 from tests.conftest import REPO
 
-PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"),
+PAGES = sorted([REPO / "README.md", REPO / "benchmarks" / "README.md",
+                *(REPO / "docs").glob("*.md"),
                 *(REPO / "src" / "elmo" / "pretrained").glob("*/MODEL_CARD.md")])
+# Pages still to be tidied of their narration: NARRATION skips them until they are (empty this
+# as each is rewritten for users; WORK_WORDS covers them already).
+NOT_YET_TIDIED = {"docs/robustness.md", "docs/serving.md", "docs/tasks.md",
+                  "docs/question-answering.md", "docs/task-training.md"}
 WORK_WORDS = re.compile(
     r"\blent\b|\blend(s|ing)?\b|\bleases?d?\b|\bsessions?\b|\bissue\b(?!\s*#)"
     r"|\b(the|our|these|open|two|several) issues\b"
     r"|\bnot (been )?run yet\b|\bhas not run\b|\bhave not run\b|\bnot been tested\b"
     r"|\bto be re-?run\b|\bnot (been )?measured yet\b|\bnot yet (run|tested|measured)\b"
     r"|\bthis tree\b|\bdevice time\b", re.IGNORECASE)
+NARRATION = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\bthe device\b|\bpayloads?\b|\bcall\d+\b|\bcall's( load)?\b"
+    r"|\b(two|three|several|first|second) calls? of\b"
+    r"|\btarget of\b|\bnot reached\b|\bthis project'?s?\b[^.]{0,40}?\bmachines?\b",
+    re.IGNORECASE)
 CODE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
@@ -45,14 +61,24 @@ def prose(text: str) -> str:
     return LINK_TARGET.sub("]()", INLINE_CODE.sub("``", text))
 
 
+def found_in(page: Path, words: re.Pattern) -> list[str]:
+    return [f"{page.relative_to(REPO)}:{number}: {match.group()!r} in: {line.strip()}"
+            for number, line in enumerate(prose(page.read_text(encoding="utf-8"))
+                                          .splitlines(), 1)
+            for match in words.finditer(line)]
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_words_of_the_work_in_the_docs(page: Path):
-    found = [f"{page.relative_to(REPO)}:{number}: {match.group()!r} in: {line.strip()}"
-             for number, line in enumerate(prose(page.read_text(encoding="utf-8"))
-                                           .splitlines(), 1)
-             for match in WORK_WORDS.finditer(line)]
+    found = found_in(page, WORK_WORDS)
+    if page.relative_to(REPO).as_posix() not in NOT_YET_TIDIED:
+        found += found_in(page, NARRATION)
     assert not found, "say the measurement (card, versions, command) instead:\n" + \
         "\n".join(found)
+
+
+def test_the_pages_not_yet_tidied_exist():
+    assert all((REPO / page).is_file() for page in NOT_YET_TIDIED)
 
 
 def test_the_words_are_found_and_code_is_left_out():
@@ -62,3 +88,16 @@ def test_the_words_are_found_and_code_is_left_out():
     assert [m.group() for m in WORK_WORDS.finditer(caught)] == [
         "lent", "session", "issue", "have not run", "lease"]
     assert not WORK_WORDS.search("A step issues thousands of small operations.")  # a verb
+
+
+def test_the_narration_is_found_and_a_function_call_is_not():
+    caught = prose("Until 2026-11-26 the defaults were these. The device's run sent its payload "
+                   "in one call's load of data; the target of 80 was not reached on this "
+                   "project's 2-core CPU machine. Files: `call2/`, call2.\n")
+    assert [m.group() for m in NARRATION.finditer(caught)] == [
+        "2026-11-26", "The device", "payload", "call's load", "target of", "not reached",
+        "this project's 2-core CPU machine", "call2"]
+    for fine in ("after each call, the state carries over", "the same call",
+                 "from one call to the next", "a GPU's memory", "calls `lstm_cell`",
+                 "in the next call", "the rows handed to a call"):
+        assert not NARRATION.search(prose(fine)), fine

@@ -58,12 +58,12 @@ def test_the_help_says_each_options_default_and_what_a_run_needs():
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "elmo_vs_bert.py"),
                            "--help"], capture_output=True, text=True, check=True)
     helps = " ".join(done.stdout.split())
-    for option, default in (("--workloads", "default: conll2003 msra"),
+    for option, default in (("--workloads", "default: both"),
                             ("--threads", "default: 1 2"), ("--batch-sizes", "default: 32 64"),
                             ("--sentences", "default 64"), ("--repeats", "default 1")):
         after = helps.split("options:", 1)[1].split(f"{option} ", 1)[1]
         assert default in after.split(" --", 1)[0], option
-    for needed in ("pip install -e '.[bench]'", "CoNLL-2003 and MSRA NER test sets under --data",
+    for needed in ("pip install -e '.[bench]'", "CoNLL-2003 eng.testb", "ELMO_SHARED/data",
                    "20 minutes", "21 GB"):
         assert needed in helps, needed
 

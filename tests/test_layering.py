@@ -17,8 +17,8 @@ SRC = TESTS.parent / "src" / "elmo"
 
 # The library's floors, lowest first. Two names on one floor may not import each other.
 LIBRARY = [
-    {"errors"},
-    {"extras", "device", "config", "layer_choice"},
+    {"errors", "token_encoders"},
+    {"extras", "device", "config", "layer_choice", "options"},
     {"chars", "tokenize", "io", "memory"},
     {"vocab", "modules", "runs"},
     {"loading"},

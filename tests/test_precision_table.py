@@ -93,3 +93,27 @@ def test_a_toy_precision_is_the_default_of_training_on_the_cpu(toy, tmp_path, mo
                            "--precision", "fp32")) == 0
     assert seen and not any(seen)
     assert json.loads((out / "run.json").read_text())["config"]["precision"] is None
+
+
+# A toy that computes in float32 throughout (no TF32, no autocast): `plain`, as fp32 is.
+PLAIN = Precision("fp32-toy", "a toy: float32 throughout")
+
+
+def test_ray_takes_the_plain_precisions_and_names_the_others(monkeypatch, capsys):
+    from elmo.cli import main
+
+    monkeypatch.setitem(PRECISIONS, TOY.name, TOY)
+    monkeypatch.setitem(PRECISIONS, PLAIN.name, PLAIN)
+    assert [p.name for p in PRECISIONS.values() if p.plain] == ["fp32", PLAIN.name]
+    with pytest.raises(SystemExit):
+        main(["embed", "--ray", "m", "in.txt", "out", "--precision", TOY.name])
+    assert f"--precision tf32/bf16/{TOY.name} is not available with --ray" in \
+        capsys.readouterr().err
+    pytest.importorskip("ray.data")
+    from elmo.ray import embed_files
+
+    with pytest.raises(ValueError, match="precision are not for it"):
+        embed_files(None, "in.txt", "out", EmbedSettings(precision=TOY.name))
+    # a plain one passes the check: the next one (threads) speaks
+    with pytest.raises(ValueError, match="threads, block_lines and workers"):
+        embed_files(None, "in.txt", "out", EmbedSettings(precision=PLAIN.name), threads=0)

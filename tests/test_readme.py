@@ -20,8 +20,6 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
-LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")  # [text](target#anchor)
-
 # flair cannot install beside [dev] (docs/flair.md): its blocks run in `make test`'s flair venv
 FLAIR_IMPORT = re.compile(r"^(?:from|import) (?:elmo\.)?flair\b", flags=re.M)
 
@@ -69,13 +67,44 @@ def test_readme_first_example_then_its_shell_lines_run_in_one_directory(tmp_path
         assert status == 0, (line, capsys.readouterr().err)
 
 
+LINKED = [*DOCUMENTS, REPO / "benchmarks" / "README.md",
+          *sorted((REPO / "src" / "elmo" / "pretrained").glob("*/MODEL_CARD.md"))]
+ANCHORED_LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
+
+
+def anchors(path: Path) -> list[str]:
+    """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation
+    dropped, spaces as hyphens, a repeated one numbered."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    seen: dict[str, int] = {}
+    found = []
+    for heading in re.findall(r"^#+ (.*)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+        found.append(slug if not seen[slug] else f"{slug}-{seen[slug]}")
+    return found
+
+
 def test_relative_links_resolve():
-    """Every relative Markdown link of README.md and docs/*.md names a file that exists."""
-    broken = [f"{path.relative_to(REPO)}: {target}"
-              for path in DOCUMENTS
-              for target in LINK.findall(path.read_text(encoding="utf-8"))
-              if "://" not in target and not (path.parent / target).exists()]
-    assert not broken, f"links to missing files: {broken}"
+    """Every relative Markdown link of README.md, docs/*.md, benchmarks/README.md and the model
+    cards names a file that exists, and a heading of it where it names one."""
+    broken = []
+    for path in LINKED:
+        for target, anchor in ANCHORED_LINK.findall(path.read_text(encoding="utf-8")):
+            linked = path if not target else path.parent / target
+            if "://" in target or "@" in target:
+                continue
+            if not linked.exists():
+                broken.append(f"{path.relative_to(REPO)}: {target}")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{path.relative_to(REPO)}: {target}#{anchor}")
+    assert not broken, f"links to missing files or headings: {broken}"
+
+
+def test_anchors_are_githubs(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A title\n## Speed: int8 (`--quantize`)\n## A title\n```\n# not one\n```\n")
+    assert anchors(page) == ["a-title", "speed-int8---quantize", "a-title-1"]
 
 
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|console|shell)?\n(.*?)^```$", flags=re.S | re.M)
@@ -126,7 +155,7 @@ def test_docs_command_lines_name_existing_commands_and_options():
     from elmo.cli import build_parser
 
     root = build_parser()
-    lines = [(path.relative_to(REPO), line) for path in DOCUMENTS
+    lines = [(path.relative_to(REPO), line) for path in LINKED
              for line in elmo_lines(path.read_text(encoding="utf-8"))]
     assert len(lines) > 50
     wrong = [f"{path}: {line}: {name}" for path, line in lines

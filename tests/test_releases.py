@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo.loading import releases
+from elmo.loading import download, releases
 from tests.helpers.file_server import FileServer
 
 DATA = os.urandom(300_000)
@@ -196,7 +196,7 @@ def test_connection_refused(env: Path) -> None:
 def test_timeout_keeps_partial_data(
     server: FileServer, env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(releases, "TIMEOUT", 0.3)
+    monkeypatch.setattr(download, "TIMEOUT", 0.3)
     server.stall = True
     dest = env / "data.bin"
     with pytest.raises(releases.DownloadError, match="timed out") as err:

@@ -136,6 +136,48 @@ def test_embed_pools_the_layer_average(client):
                                atol=1e-5)
 
 
+LAYER_CHOICES = {  # a request's layers -> what it keeps of (L+1, n, D), as `elmo embed`
+    "concat": lambda a: np.concatenate(list(a), axis=-1),
+    "1": lambda a: a[1],
+    2: lambda a: a[2],
+    "[0.2, 0.3, 0.5]": lambda a: 0.2 * a[0] + 0.3 * a[1] + 0.5 * a[2],
+}
+
+
+@pytest.mark.parametrize("layers", list(LAYER_CHOICES))
+def test_a_request_takes_the_layer_choices_of_elmo_embed(client, layers):
+    keep = LAYER_CHOICES[layers]
+    asked = json.loads(layers) if str(layers).startswith("[") else layers  # a mix's weights
+    expected = [keep(a) for a in reference([s.split() for s in SENTENCES])]
+    status, body = client.post("/embed_all", {"inputs": SENTENCES, "layers": asked})
+    assert status == 200
+    for got, want in zip(body, expected, strict=True):
+        np.testing.assert_allclose(np.array(got, dtype=np.float32), want, atol=1e-5)
+    status, pooled = client.post("/embed", {"inputs": SENTENCES, "layers": asked,
+                                            "normalize": False})
+    assert status == 200
+    np.testing.assert_allclose(np.array(pooled), np.stack([w.mean(axis=0) for w in expected]),
+                               atol=1e-5)
+
+
+def test_a_request_names_no_file_of_the_server(client, tmp_path):
+    (tmp_path / "layer_weights.json").write_text('{"input": [0.2, 0.3, 0.5]}')
+    status, answer = client.post("/embed_all", {"inputs": "a", "layers": str(tmp_path)})
+    assert status == 422 and "RUN's weights" in answer["error"], answer
+
+
+@pytest.mark.parametrize(("route", "layers", "message"), [
+    ("/embed_all", 7, "layers=7: the model has layers 0 to 2"),
+    ("/embed", [0.5, 0.5], "its mix weighs 2 layers, but the model has 3"),
+    ("/embed_all", True, "layers"),
+    ("/embed_all", "middle", "layers must be one of all, top"),
+])
+def test_a_layer_choice_that_does_not_fit_gets_422(client, route, layers, message):
+    status, answer = client.post(route, {"inputs": "a", "layers": layers})
+    assert status == 422 and message in answer["error"], answer
+    assert "Traceback" not in answer["error"]
+
+
 def test_openai_embeddings_float_and_base64(client):
     status, floats = client.post("/v1/embeddings", {"input": SENTENCES[:2], "model": "x"})
     assert status == 200

@@ -197,8 +197,7 @@ def test_perplexity_help_says_a_shipped_name_works(capsys):
     with pytest.raises(SystemExit):
         main(["perplexity", "--help"])
     helps = " ".join(capsys.readouterr().out.split())
-    assert "a shipped model (default, default-zh), or a directory written by `elmo train`" \
-        in helps
+    assert "a shipped name (default, default-zh), a directory written by `elmo train`" in helps
 
 
 @pytest.mark.parametrize(("cores", "load", "small", "want"), [

@@ -66,7 +66,8 @@ def test_reader_offsets_non_ascii_answers_at_the_end_and_several_golds(tmp_path,
     assert passage.text(1, 2) == "visited  Köln,"  # the passage's own characters
     assert answer_counts(questions) == {
         "questions": 4, "answers": 6, "off_token_boundaries": 2, "not_in_passage": 1,
-        "no_answer_questions": 0, "questions_without_span": 1}
+        "no_answer_questions": 0, "questions_without_span": 1,
+        "empty_questions_skipped": 0}
 
 
 def test_reader_moses_tokens_align_with_the_answer(tmp_path):

@@ -111,7 +111,7 @@ def test_a_toy_tokenizer_reaches_the_span_task(toy, tmp_path):
     assert question.passage.tokens == ["The", "ice", "-", "cream", "shop", "opened."]
     assert question.spans == [(3, 3)]
     # its answers are scored by characters: "creak" shares 4 of 5 with "cream"
-    config = SimpleNamespace(tokenizer="dashes")
+    config = SimpleNamespace(tokenizer="dashes", metric="squad-f1")
     score = SpanTask().evaluate([question], ["creak"], config)["score"]
     assert score == pytest.approx(80.0)
 

@@ -17,7 +17,7 @@ from elmo.chars import ByteIndexer
 from elmo.cli import main
 from elmo.config import BiLMConfig
 from elmo.data.batching import BPTTConfig
-from elmo.device import tf32_allowed
+from elmo.device import PRECISIONS, tf32_allowed
 from elmo.loading.load import load_model
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel, LMLosses
@@ -100,7 +100,7 @@ def test_the_sync_free_step_equals_the_step_with_host_reads(tmp_path, optimizer)
     opt = build_optimizer(optimizer, [{"params": list(lm.parameters())}], lr,
                           torch.device("cpu"))
     stats = StepStats(torch.device("cpu"))
-    step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, "fp32")
+    step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, PRECISIONS["fp32"])
     want = torch.zeros(2, dtype=torch.float64)
     for k, (batch, tensors) in enumerate(batches):
         torch.manual_seed(100 + k)  # the same dropout masks in both
@@ -122,7 +122,7 @@ def test_a_non_finite_loss_is_kept_with_its_step_and_values(tmp_path):
     stats = StepStats(torch.device("cpu"), step=30)
     opt = build_optimizer("adagrad", [{"params": list(lm.parameters())}], 0.2,
                           torch.device("cpu"))
-    step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, "fp32")
+    step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, PRECISIONS["fp32"])
     step(batches[0][1])
     with torch.no_grad():
         lm.softmax.bias[0] = float("inf")
@@ -167,7 +167,7 @@ def test_the_graphed_step_replays_its_static_buffers_as_the_plain_step_runs(
         opt = build_optimizer("adam", [{"params": list(lm.parameters())}], 0.01,
                               torch.device("cpu"))
         stats = StepStats(torch.device("cpu"))
-        step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, "fp32")
+        step = TrainStep(lm, opt, World(), stats, CLIP, UNROLL, PRECISIONS["fp32"])
         graphs = Recorded(fail)
         run = GraphedStep(step, graphs=graphs) if graphed else step
         for k, (_, tensors) in enumerate(batches):
@@ -212,7 +212,8 @@ def test_the_graphed_step_equals_the_eager_step_on_cuda(tmp_path, optimizer, cli
             # proportion to the gradient, as Adagrad's initial accumulator of 1 does.
             opt.param_groups[0]["eps"] = 1e-3
         stats = StepStats(device)
-        step = TrainStep(lm, opt, World(device=device), stats, CLIP, UNROLL, "fp32")
+        step = TrainStep(lm, opt, World(device=device), stats, CLIP, UNROLL,
+                         PRECISIONS["fp32"])
         run = GraphedStep(step) if graphed else step
         with tf32_allowed(False):
             for _, tensors in batches:

@@ -27,6 +27,7 @@ from elmo.runs import (
     read_checkpoint_meta,
     restore_rng,
 )
+from elmo.training import clock as clock_module
 from elmo.training import trainer as trainer_module
 from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.config import TrainConfig
@@ -282,7 +283,7 @@ def test_time_budget_stops_cleanly_and_a_resumed_run_counts_only_its_own_time(
         clock["now"] += 60.0
         return clock["now"]
 
-    monkeypatch.setattr(trainer_module, "_now", fake_now)
+    monkeypatch.setattr(clock_module, "_now", fake_now)
     out = tmp_path / "run"
     config = tiny_config(train, valid, max_steps=20, max_minutes=2.5, checkpoint_every=100,
                          eval_every=100, log_every=100)
@@ -319,7 +320,7 @@ def test_checkpoint_minutes_checkpoints_by_time_and_a_resumed_run_ends_identical
         saved.append(ckpt.step)
         real_save(ckpt, path)
 
-    monkeypatch.setattr(trainer_module, "_now", fake_now)
+    monkeypatch.setattr(clock_module, "_now", fake_now)
     monkeypatch.setattr(Checkpoint, "save", save)
     config = tiny_config(train, valid, max_steps=10, checkpoint_every=1000, eval_every=5,
                          log_every=4, checkpoint_minutes=2.5, softmax="sampled", num_samples=12)
@@ -410,11 +411,11 @@ def test_metrics_after_the_checkpoint_are_dropped_on_resume(tmp_path):
 
 
 def test_throughput_leaves_out_paused_time(monkeypatch):
-    from elmo.training import trainer
+    from elmo.training import window as window_module
 
     clock = iter([0.0, 10.0, 40.0, 50.0])  # window start, pause start, pause end, summary
-    monkeypatch.setattr(trainer.time, "perf_counter", lambda: next(clock))
-    window = trainer._Window(StepStats(torch.device("cpu")), main=True)
+    monkeypatch.setattr(window_module.time, "perf_counter", lambda: next(clock))
+    window = window_module.LogWindow(StepStats(torch.device("cpu")), main=True)
     window.add(1000)
     with window.paused():  # e.g. a validation
         pass

@@ -164,8 +164,8 @@ def training_record(run_dir: Path) -> dict:
 CARD = """# Shipped model `{name}`: {origin} trained on {data_name}
 
 `elmo embed {name} ...`, `elmo perplexity {name} FILE`, `Embedder.from_pretrained("{name}")`
-and `load_pretrained("{name}")` use it. It is small and was trained for about {wall:.0f} minutes
-on a 2-core CPU{continued}, so it demonstrates the pipeline; for real work train your own{released}.
+and `load_pretrained("{name}")` use it. It is small and briefly trained (the tables below), so
+it demonstrates the pipeline; for real work train your own{released}.
 
 | | |
 |---|---|
@@ -277,8 +277,6 @@ def render(directory: Path, card: dict) -> str:
         tokens_seen=record["tokens_seen"], epochs=record["epochs"], optimizer=optimizer,
         dropout=config["dropout"], softmax=softmax, clip=config["clip_norm"],
         seed=config["seed"], wall=record["wall_minutes"], tps=record["mean_tokens_per_s"],
-        continued="" if config["init_from"] is None else " after the training of the model "
-        "it continues (below)",
         command=card["command"], run_dir=card["run_dir"], perplexity_rows=rows,
         first_sentences=first_sentences_table(card["perplexity"]), validation=validation,
         notes=f"\n{card['notes'].strip()}\n" if card.get("notes") else "",

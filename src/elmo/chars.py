@@ -182,6 +182,6 @@ TokenIndexer = ByteIndexer | VocabIndexer
 
 def token_indexer(config: BiLMConfig) -> TokenIndexer:
     """The indexer for the token encoder `config` describes."""
-    if config.token_encoder == "vocab":
+    if config.encoder.vocabulary:
         return VocabIndexer(config.char_vocab, config.word_vocab, config.max_characters_per_token)
     return ByteIndexer(config.max_characters_per_token)

@@ -10,14 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elmo.token_encoders import TokenEncoder, token_encoder
+
 # The char-CNN filters of every released English model: (width, count), 2048 in all.
 RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-# Entries a vocabulary token encoder needs (ELMoForManyLangs' names).
-VOCAB_CHAR_SPECIALS = ("<bow>", "<eow>", "<bos>", "<eos>", "<oov>", "<pad>")
-VOCAB_WORD_SPECIALS = ("<oov>", "<pad>")
-# Character ids of the bytes token encoder: 256 bytes + 5 specials, shifted by +1 (id 0 is the
-# absent-token padding).
-BYTE_CHAR_IDS = 262
 
 # Bounds on what a config may ask for, checked before any tensor is allocated (a config comes
 # with a model file from anyone). A biLM has at most 1e9 parameters: 4 GB of float32 weights,
@@ -29,6 +25,11 @@ MAX_PARAMETERS = 1_000_000_000
 MAX_STACK = 64
 MAX_CHARACTERS_PER_TOKEN = 1024
 MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 in bilm-tf's softmax
+# A number the model computes with is a float32: its largest finite value.
+FLOAT32_MAX = 3.4028234663852886e38
+# The most an LSTM's cell or output may be clipped at: a clip keeps values in [-clip, clip]
+# (every released model: 3); beyond 1e4 a clip clips nothing a float32 LSTM computes sanely.
+MAX_CLIP = 1e4
 
 
 class ConfigFieldError(ValueError):
@@ -40,11 +41,18 @@ class ConfigFieldError(ValueError):
         self.field, self.problem = field, problem
 
 
+def shown(value: Any, width: int = 60) -> str:
+    """`value` as an error quotes it: its repr, cut to `width` characters (a config's value may
+    be a string of any length)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
     """`value` as an int, when it is an integer (not a bool, float or string; numpy's
     integers are) in [low, high]; else the error."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigFieldError(name, f"must be an integer, got {value!r} "
+        raise ConfigFieldError(name, f"must be an integer, got {shown(value)} "
                                      f"({type(value).__name__})")
     if value < low or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
@@ -52,13 +60,18 @@ def _integer(name: str, value: Any, low: int, high: int | None = None) -> int:
     return int(value)
 
 
-def _number(name: str, value: Any, low: float, below: float | None = None) -> float:
-    """`value`, a finite real number (not a bool) >= low (and < below)."""
+def _number(name: str, value: Any, low: float, below: float | None = None,
+            high: float | None = None) -> float:
+    """`value`, a real number (not a bool) finite in float32, >= low (and < below, and
+    <= high)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value):
-        raise ConfigFieldError(name, f"must be a finite number, got {value!r}")
-    if value < low or (below is not None and value >= below):
-        bounds = f">= {low}" if below is None else f"in [{low}, {below})"
+            or not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise ConfigFieldError(name, f"must be a finite number (in float32, at most "
+                                     f"{FLOAT32_MAX:.4g} in size), got {shown(value)}")
+    if value < low or (below is not None and value >= below) \
+            or (high is not None and value > high):
+        bounds = f"in [{low}, {below})" if below is not None else \
+            f"between {low} and {high:g}" if high is not None else f">= {low}"
         raise ConfigFieldError(name, f"must be {bounds}, got {value}")
     return value
 
@@ -94,7 +107,7 @@ class BiLMConfig:
     """
 
     # Character CNN token encoder.
-    token_encoder: str = "bytes"  # "bytes" or "vocab"
+    token_encoder: str = "bytes"  # a key of elmo.token_encoders.TOKEN_ENCODERS
     char_embed_dim: int = 16
     filters: tuple[tuple[int, int], ...] = RELEASED_FILTERS
     n_highway: int = 1
@@ -133,7 +146,7 @@ class BiLMConfig:
         """Each field's type and range; `filters`, `char_vocab` and `word_vocab` as tuples."""
         if not isinstance(self.filters, list | tuple) or not self.filters:
             raise ConfigFieldError("filters", "must list at least one (width, count) pair, got "
-                                   f"{self.filters!r}"[:200])
+                                   f"{shown(self.filters)}")
         if len(self.filters) > MAX_STACK:
             raise ConfigFieldError("filters", f"lists {len(self.filters)} widths, more than "
                                    f"{MAX_STACK}")
@@ -149,16 +162,17 @@ class BiLMConfig:
             setattr(self, name, _integer(name, getattr(self, name), low, high))
         for name in ("token_encoder", "activation"):
             if not isinstance(getattr(self, name), str):
-                raise ConfigFieldError(name, f"must be a string, got {getattr(self, name)!r}")
+                raise ConfigFieldError(name, "must be a string, got "
+                                             f"{shown(getattr(self, name))}")
         if self.activation not in ("relu", "tanh"):
             raise ConfigFieldError("activation", f"must be 'relu' or 'tanh', got "
-                                   f"{self.activation!r}")
+                                   f"{shown(self.activation)}")
         for name in ("cell_clip", "proj_clip"):
             if getattr(self, name) is not None:
-                _number(name, getattr(self, name), 0)
+                _number(name, getattr(self, name), 0, high=MAX_CLIP)
         if not isinstance(self.use_skip_connections, bool):
             raise ConfigFieldError("use_skip_connections", "must be true or false, got "
-                                   f"{self.use_skip_connections!r}")
+                                   f"{shown(self.use_skip_connections)}")
         for name in ("char_vocab", "word_vocab"):
             vocab = getattr(self, name)
             if not isinstance(vocab, list | tuple) or not all(isinstance(t, str) for t in vocab):
@@ -171,25 +185,12 @@ class BiLMConfig:
             raise ConfigFieldError("extra_options", "must be a JSON object")
 
     def _check_token_encoder(self) -> None:
-        if self.token_encoder == "bytes":
-            if self.char_vocab or self.word_vocab or self.word_embed_dim:
-                raise ValueError("char_vocab, word_vocab and word_embed_dim belong to "
-                                 'token_encoder="vocab"')
-            return
-        if self.token_encoder != "vocab":
-            raise ValueError("token_encoder must be 'bytes' or 'vocab', got "
-                             f"{self.token_encoder!r}")
-        missing = [c for c in VOCAB_CHAR_SPECIALS if c not in self.char_vocab]
-        if missing:
-            raise ValueError(f"char_vocab lacks the special entries {missing}")
-        if self.word_embed_dim < 0:
-            raise ValueError(f"word_embed_dim must be >= 0, got {self.word_embed_dim}")
-        if self.word_embed_dim:
-            missing = [w for w in VOCAB_WORD_SPECIALS if w not in self.word_vocab]
-            if missing:
-                raise ValueError(f"word_vocab lacks the special entries {missing}")
-        elif self.word_vocab:
-            raise ValueError("word_vocab needs word_embed_dim > 0")
+        self.encoder.check(self)
+
+    @property
+    def encoder(self) -> TokenEncoder:
+        """The record of `token_encoder` (`elmo.token_encoders`)."""
+        return token_encoder(self.token_encoder)
 
     @property
     def n_filters(self) -> int:
@@ -199,7 +200,7 @@ class BiLMConfig:
     @property
     def n_char_ids(self) -> int:
         """Rows of the character embedding: the token encoder's characters, plus id 0."""
-        return len(self.char_vocab) + 1 if self.token_encoder == "vocab" else BYTE_CHAR_IDS
+        return self.encoder.n_char_ids(self)
 
     @property
     def n_parameters(self) -> int:
@@ -259,7 +260,7 @@ class BiLMConfig:
 
     def to_options(self) -> dict[str, Any]:
         """The `options.json` dict for this config (prediction form: n_characters 262)."""
-        if self.token_encoder != "bytes":
+        if not self.encoder.options_json:
             raise ValueError(
                 "bilm-tf's options.json describes byte-level character CNNs only; this model "
                 "reads its own character vocabulary (an ELMoForManyLangs model), which the "

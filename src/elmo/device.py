@@ -120,6 +120,12 @@ class Precision:
     devices: tuple[str, ...] | None = None
     default_for: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """Whether it computes in float32 throughout (no TF32, no autocast): the one kind of
+        arithmetic that every path takes (`elmo embed --ray` takes only these)."""
+        return not self.tf32 and self.autocast is None
+
     def applies_on(self, device: torch.device) -> bool:
         """Whether it computes otherwise than fp32 on `device`."""
         return self.devices is None or device.type in self.devices
@@ -129,11 +135,16 @@ class Precision:
         return torch.autocast(device.type, dtype=self.autocast or torch.bfloat16,
                               enabled=self.autocast is not None)
 
+    def switches(self) -> AbstractContextManager[None]:
+        """Inside: the switches of this precision (TF32), which hold for a whole training
+        run (restored on exit); its autocast covers forward passes only (`autocast_on`)."""
+        return tf32_allowed(self.tf32)
+
     @contextmanager
     def computing(self, device: torch.device) -> Iterator[None]:
         """Inside: the arithmetic of this precision on `device` (TF32 switches restored on
         exit)."""
-        with tf32_allowed(self.tf32), self.autocast_on(device):
+        with self.switches(), self.autocast_on(device):
             yield
 
 

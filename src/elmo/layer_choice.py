@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -51,6 +52,8 @@ class LayerChoice(ABC):
     stacked: ClassVar[bool] = False  # keeps the layer axis: (L+1, n, width), else (n, width)
     # a ScalarMix computes it with s fixed: the average (s = 0) or one layer (`one_layer`)
     fixed_mix: ClassVar[bool] = False
+    # a spelling of it may name a file, which `parse` reads (refused where files are not)
+    reads_files: ClassVar[bool] = False
 
     @classmethod
     def parse(cls, spelling: str | int) -> LayerChoice | None:
@@ -58,7 +61,7 @@ class LayerChoice(ABC):
         return cls() if spelling == cls.form else None
 
     @classmethod
-    def unmet(cls, spelling: str | int) -> str | None:
+    def unmet(cls, spelling: str | int | Sequence[float]) -> str | None:
         """What is wrong with `spelling` when it is written as this kind's but names no
         choice of it (a path to no file), for the error; None when it is not written so."""
         return None
@@ -190,14 +193,19 @@ class OneLayer(LayerChoice):
 @dataclass(frozen=True)
 class LearnedMix(LayerChoice):
     """The weights a task run learned (its layer_weights.json: the "input" mix, else its
-    first), spelled as the file's path or its run directory's."""
+    first), spelled as the file's path or its run directory's, or as the weights (a list of
+    numbers, as the file and `spelling` give them)."""
 
     form, help = "RUN", f"the mix a task run learned, (n, D): its {WEIGHTS_FILE} or directory"
+    reads_files = True
     weights: tuple[float, ...] = ()
     source: str = field(default="", compare=False)  # where the weights were read
 
     @classmethod
-    def parse(cls, spelling: str | int) -> LayerChoice | None:
+    def parse(cls, spelling: str | int | Sequence[float]) -> LayerChoice | None:
+        if isinstance(spelling, list | tuple) and spelling and all(
+                isinstance(w, int | float) and not isinstance(w, bool) for w in spelling):
+            return cls(tuple(float(w) for w in spelling), json.dumps(list(spelling)))
         if not isinstance(spelling, str) or not spelling or not Path(spelling).exists():
             return None
         path = Path(spelling)
@@ -205,7 +213,7 @@ class LearnedMix(LayerChoice):
         return cls(tuple(mixes.get("input", next(iter(mixes.values())))), spelling)
 
     @classmethod
-    def unmet(cls, spelling: str | int) -> str | None:
+    def unmet(cls, spelling: str | int | Sequence[float]) -> str | None:
         looks_like_a_path = isinstance(spelling, str) and (
             spelling.endswith(".json") or "/" in spelling or os.sep in spelling)
         return (f"no such file or directory: {spelling!r} (a {cls.form} is a task run's "
@@ -234,9 +242,11 @@ LAYER_CHOICES: list[type[LayerChoice]] = [AllLayers, TopLayer, LayerAverage, Lay
                                           LayersSideBySide, OneLayer, LearnedMix]
 
 
-def forms() -> str:
-    """The spellings of every kind, for messages: "all, top, ..., N, RUN"."""
-    return ", ".join(kind.form for kind in LAYER_CHOICES)
+def forms(files: bool = True) -> str:
+    """The spellings of every kind, for messages: "all, top, ..., N, RUN" (`files` False:
+    RUN as the mix's weights, not a file)."""
+    return ", ".join(kind.form if files or not kind.reads_files else f"{kind.form}'s weights"
+                     for kind in LAYER_CHOICES)
 
 
 def forms_help() -> str:
@@ -244,18 +254,24 @@ def forms_help() -> str:
     return "; ".join(f"{kind.form}: {kind.help}" for kind in LAYER_CHOICES)
 
 
-def parse_layer_choice(spelling: str | int | LayerChoice, what: str = "layers") -> LayerChoice:
+def parse_layer_choice(spelling: str | int | Sequence[float] | LayerChoice, what: str = "layers",
+                       files: bool = True) -> LayerChoice:
     """The choice that `spelling` names (a LayerChoice is taken as it is); LayerChoiceError
-    naming `what` (the caller's name of the setting) when no record accepts it."""
+    naming `what` (the caller's name of the setting) when no record accepts it. `files`
+    False: a string names no file (a server's request does not read the server's files), so
+    the kinds that read files take only their other spellings."""
     if isinstance(spelling, LayerChoice):
         return spelling
     for kind in LAYER_CHOICES:
+        if kind.reads_files and not files and isinstance(spelling, str):
+            continue
         choice = kind.parse(spelling)
         if choice is not None:
             return choice
-    unmet = next((why for kind in LAYER_CHOICES if (why := kind.unmet(spelling))), None)
+    unmet = next((why for kind in LAYER_CHOICES if (files or not kind.reads_files)
+                  and (why := kind.unmet(spelling))), None)
     raise LayerChoiceError(f"{what}: {unmet}" if unmet else
-                           f"{what} must be one of {forms()}; got {spelling!r}")
+                           f"{what} must be one of {forms(files)}; got {spelling!r}")
 
 
 def token_vectors_choice(spelling: str | int | LayerChoice, what: str) -> LayerChoice:

@@ -124,6 +124,8 @@ TOKENIZERS: dict[str, TokenizerKind] = {kind.name: kind for kind in (
     TokenizerKind("chars", "every character but white space a token (character-level "
                   "Chinese, proteins)", _Chars, characters=True, language="zh"),
 )}
+# The tokenizer of a model that records none, and of a corpus read without --tokenizer.
+DEFAULT_TOKENIZER = "whitespace"
 TOKENIZER_NAMES: tuple[str, ...] = tuple(TOKENIZERS)  # the built-in ones (read TOKENIZERS)
 
 

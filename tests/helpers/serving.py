@@ -89,7 +89,7 @@ def serving(embedder: Embedder | None = None, load=None, **app_options) -> Itera
     embedder = embedder or GatedEmbedder(random_bilm())
     app = create_app(load or (lambda: embedder), **app_options)
     sock = bind("127.0.0.1", 0)
-    server = make_server(app)
+    server = make_server(app, app_options.get("limits"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -8,9 +8,10 @@ of each layer alone and of the layer average, and scored by test accuracy.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -18,11 +19,48 @@ from tqdm import tqdm
 from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.extras import import_extra
-from elmo.tasks.readers import TaggedSentence
+from elmo.tasks.readers import FORMATS, TaggedSentence
 
 from .embedding import embed_items
 
+if TYPE_CHECKING:
+    from .settings import ProbeSettings
+
 AVERAGE = "average"
+
+
+@dataclass(frozen=True)
+class TaggedFormat:
+    """How the probe reads a dataset format of `elmo task` (`elmo.tasks.readers.FORMATS`)
+    that gives tagged sentences: `options(settings)`, the reader's options from the probe's
+    settings (`encoding_errors` besides); `fix(settings)`, what to do when a file lacks
+    tags; `note`, what `--format` says of it."""
+
+    options: Callable[[ProbeSettings], dict[str, Any]]
+    fix: Callable[[ProbeSettings], str]
+    note: str = ""
+
+    def read(self, name: str, path: str | Path, settings: ProbeSettings
+             ) -> list[TaggedSentence]:
+        """The tagged sentences of the file `path` in format `name`, each with its tags
+        (an error naming the fix for one without)."""
+        sentences = FORMATS[name].read(path, **self.options(settings),
+                                       encoding_errors=settings.encoding_errors)
+        check_tagged(sentences, path, self.fix(settings))
+        return sentences
+
+
+# The formats the probe reads, the default first.
+TAGGED_FORMATS = {
+    "conllu": TaggedFormat(
+        lambda s: {"tag": s.conllu_tag},
+        lambda s: "CoNLL-U files have their tags in UPOS or XPOS (--conllu-tag)"),
+    "conll": TaggedFormat(
+        lambda s: {"token_column": s.token_column, "tag_column": s.tag_column},
+        lambda s: f"--tag-column {s.tag_column} is not a tag column of this file; give the "
+        "right --tag-column (0-based, negative counts from the end)",
+        note="white-space columns"),
+}
 
 
 @dataclass

@@ -26,8 +26,6 @@ from elmo.tasks.run import resolve_config
 
 from .plots import error_bar_plot
 
-DEFAULT_FRACTIONS = (0.001, 0.01, 0.1, 1.0)
-DEFAULT_SEEDS = (0, 1, 2)
 BASELINE = "task model alone"
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def run_embed_stage(run: StageRun) -> dict[str, str]:
     dtype = np.float16 if options["half_precision"] else np.float32
     identity = {"proteins_sha256": proteins_digest(proteins), "dtype": np.dtype(dtype).name,
                 **{name: str(name in files) for name in (EMBEDDINGS, REDUCED)}}
-    written = {name: stage_dir / file for name, file in files.items()}
+    written = {name: run.place / file for name, file in files.items()}
     lengths = [len(p.record.sequence) for p in proteins]
 
     def items(start: int) -> Iterator[Item]:
@@ -86,23 +86,29 @@ def run_embed_stage(run: StageRun) -> dict[str, str]:
                        {"original_id": protein.record.id})
 
     seqvec.embedder.run_job(
-        items, StageSink(stage_dir / PARTIAL, written, dtype), identity,
+        items, StageSink(run.place / PARTIAL, written, dtype, run.saved), identity,
         Progress(f"embedding ({stage_dir.name})", "protein", len(proteins), unit="residue",
                  total=sum(lengths), before=lambda done: sum(lengths[:done]),
                  enabled=run.progress),
         compute=_LayersWithFallback(seqvec.embedder))
-    return {name: str(path) for name, path in written.items()}
+    return {name: str(stage_dir / file) for name, file in files.items()}
 
 
 class StageSink(PartialSink):
     """The job's `Sink` of the stage: per chunk of proteins a segment in the stage's hidden
     directory `path`, holding what each file of `files` (name -> path) stores of a protein
     (`FILE/KEY`, with its `original_id`); at the end each file assembled from its datasets,
-    in order, written atomically."""
+    in order, written atomically. `saved()` is called after each file it completes."""
 
-    def __init__(self, path: Path, files: dict[str, Path], dtype: type) -> None:
+    def __init__(self, path: Path, files: dict[str, Path], dtype: type,
+                 saved: Callable[[], None]) -> None:
         super().__init__(path)
-        self.files, self.dtype = files, dtype
+        self.files, self.dtype, self.saved = files, dtype, saved
+
+    def open(self, identity: dict[str, str]) -> int:
+        done = super().open(identity)
+        self.saved()
+        return done
 
     def save(self, items: Sequence[Item], layers: Sequence[np.ndarray]) -> None:
         datasets, attrs = [], {}
@@ -111,10 +117,12 @@ class StageSink(PartialSink):
                 datasets.append((f"{name}/{item.name}", data))
                 attrs[f"{name}/{item.name}"] = item.attrs
         self.partial.save(items[-1].number + 1, datasets, attrs)
+        self.saved()
 
     def finish(self) -> None:
         for name, path in self.files.items():
             _assemble(self.partial, name, path)
+            self.saved()
         shutil.rmtree(self.path)
 
 

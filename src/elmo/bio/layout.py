@@ -71,8 +71,11 @@ class StagePlan:
 
 @dataclass(frozen=True)
 class StageRun:
-    """What a stage runs on: its directory, protocol and options (defaults filled in), its
-    input parameters, the proteins in their remapped order, and whether to show progress."""
+    """What a stage runs on: its directory (the path its output parameters name), protocol
+    and options (defaults filled in), its input parameters, the proteins in their remapped
+    order, whether to show progress; `place`: the path to write its directory through
+    (`elmo.bio.folders`), and `saved()`, to call after each file it completes (PREFIX's
+    record then names it)."""
 
     directory: Path
     protocol: str
@@ -80,6 +83,8 @@ class StageRun:
     parameters: dict[str, Any]
     proteins: Sequence[RemappedProtein]
     progress: bool
+    place: Path
+    saved: Callable[[], None]
 
 
 def original_header(record: FastaRecord) -> str:

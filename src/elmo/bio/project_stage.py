@@ -89,14 +89,15 @@ def run_project_stage(run: StageRun) -> dict[str, str]:
         vectors = np.stack([f[key][...].astype(np.float32) for key, _, _ in mapping])
     coordinates = _project(run.protocol, run.options, vectors, stage_dir.name)
     components = [f"component_{i}" for i in range(coordinates.shape[1])]
-    atomic_write_text(stage_dir / f"{PROJECTED_CSV}.csv", csv_text(
+    atomic_write_text(run.place / f"{PROJECTED_CSV}.csv", csv_text(
         ["", "original_id", "sequence_length", *components],
         ([*row, *map(float, point)] for row, point in zip(mapping, coordinates, strict=True))))
-    written = {name: stage_dir / file for name, file in project_outputs(run.options).items()}
-    with atomic_output(written[PROJECTED_H5]) as tmp, h5py.File(tmp, "w") as out:
+    run.saved()
+    files = project_outputs(run.options)
+    with atomic_output(run.place / files[PROJECTED_H5]) as tmp, h5py.File(tmp, "w") as out:
         for (key, original_id, _), point in zip(mapping, coordinates, strict=True):
             out.create_dataset(key, data=point).attrs["original_id"] = original_id
-    return {name: str(path) for name, path in written.items()}
+    return {name: str(stage_dir / file) for name, file in files.items()}
 
 
 _NO_VECTORS = ("no per-protein vectors to project; make it depend on an embed stage with "

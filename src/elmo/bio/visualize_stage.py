@@ -68,12 +68,14 @@ def run_visualize_stage(run: StageRun) -> dict[str, str]:
     if source is None:
         raise ElmoError(f"stage {stage_dir.name!r}: {_NO_PROJECTION}")
     n = options["n_components"]
-    paths = {name: stage_dir / file for name, file in visualize_outputs(options).items()}
+    files = visualize_outputs(options)
+    paths = {name: run.place / file for name, file in files.items()}
     points = _read_points(Path(source), n)  # new id -> (original id, coordinates)
     if options["annotation_file"] is not None:
         header, rows = _read_annotations(Path(options["annotation_file"]))
         annotations = {row[0]: row for row in rows}
         atomic_write_text(paths["input_annotation_file"], csv_text(header, rows))
+        run.saved()
         by_id = points if options["merge_via_index"] else \
             {original: (key, xyz) for key, (original, xyz) in points.items()}
         ids = sorted(set(by_id) | set(annotations)) if options["display_unknown"] else \
@@ -89,10 +91,11 @@ def run_visualize_stage(run: StageRun) -> dict[str, str]:
         merged = [[key, original, *xyz, UNKNOWN] for key, (original, xyz) in points.items()]
         label_column = len(merged_header) - 1
     atomic_write_text(paths["merged_annotation_file"], csv_text(merged_header, merged))
+    run.saved()
     figure = _figure(go, merged, merged_header, label_column, n)
     with atomic_output(paths["plot_file"]) as tmp:
         figure.write_html(str(tmp), include_plotlyjs=True, full_html=True, div_id="plot")
-    return {name: str(path) for name, path in paths.items()}
+    return {name: str(stage_dir / file) for name, file in files.items()}
 
 
 _NO_PROJECTION = "no projection to plot; make it depend on a project stage (depends_on: STAGE)"

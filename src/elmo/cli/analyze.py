@@ -7,10 +7,19 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from elmo.analysis.report import format_table
-from elmo.cli.common import add_overwrite, add_quantize
+from elmo.analysis.settings import (
+    LayerWeightsSettings,
+    ModelOptions,
+    NeighboursSettings,
+    ProbeSettings,
+    SampleEfficiencySettings,
+    WsdSettings,
+)
+from elmo.cli.common import add_options, options_given
 from elmo.embedding import Embedder
 from elmo.errors import ElmoError
 from elmo.io.atomic import atomic_write_text, claim_output
@@ -24,23 +33,25 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         description="What each layer of a biLM knows (Peters et al. 2018, section 5).",
     )
     analyses = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
-    _add_wsd(analyses)
-    _add_neighbours(analyses)
-    _add_probe(analyses)
-    _add_layer_weights(analyses)
-    _add_sample_efficiency(analyses)
+    for analysis_name, analysis in ANALYSES.items():
+        parser = analyses.add_parser(analysis_name, help=analysis.help, usage=analysis.usage,
+                                     description=analysis.description)
+        for settings in analysis.settings:
+            add_options(parser, settings)
+        parser.set_defaults(run=analysis.run)
 
 
-def _model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="default",
-                   help="a name `elmo embed` takes (default, small, efml:zhs, ...) or a model "
-                   "directory (ours, bilm-tf, ELMoForManyLangs) "
-                   "(default: default, the shipped model)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
-    add_quantize(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+@dataclass(frozen=True)
+class Analysis:
+    """An analysis of `elmo analyze`: its `help` and `description`, the settings records
+    whose fields are its options (in order), how it `run`s (args, parser) -> exit status, and
+    its `usage` where argparse's would mislead."""
+
+    help: str
+    description: str
+    settings: tuple[type, ...]
+    run: Callable[[argparse.Namespace, argparse.ArgumentParser], int]
+    usage: str | None = None
 
 
 def _embedder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Embedder:
@@ -51,29 +62,6 @@ def _embedder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Embe
 
 
 # ---- wsd -----------------------------------------------------------------------------------
-
-def _add_wsd(analyses: argparse._SubParsersAction) -> None:
-    p = analyses.add_parser(
-        "wsd", help="1-nearest-neighbour word sense disambiguation per layer (Table 5)",
-        description="Sense vectors are the mean of a layer's vectors of each sense's "
-        "occurrences in --train (SemCor); each test word takes the nearest (cosine) sense of "
-        "its lemma and part of speech seen there, else WordNet's first sense. F1 per "
-        "evaluation set (the WSD evaluation framework's scorer rules) per layer, beside the "
-        "WordNet first-sense baseline.",
-    )
-    p.add_argument("--train", required=True,
-                   help="sense-annotated text: SemCor in NAF (a tar archive such as "
-                   "semcor3.0_naf.tar.xz, a directory or a .naf file) or the framework's "
-                   "semcor.data.xml (its .gold.key.txt beside it)")
-    p.add_argument("--eval", required=True, nargs="+", metavar="PATH",
-                   help="evaluation sets: NAME.data.xml files (NAME.gold.key.txt beside each) "
-                   "or directories holding them, e.g. the framework's Evaluation_Datasets")
-    p.add_argument("--wordnet", default=None,
-                   help="WordNet 3.0 dict directory (default: $WNSEARCHDIR, else $WNHOME/dict, "
-                   "else /usr/share/wordnet, where Debian's wordnet-base puts it)")
-    _model_options(p)
-    p.set_defaults(run=_run_wsd)
-
 
 def _run_wsd(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.analysis.wordnet import WordNet
@@ -101,35 +89,6 @@ def _run_wsd(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 # ---- neighbours ----------------------------------------------------------------------------
-
-def _add_neighbours(analyses: argparse._SubParsersAction) -> None:
-    p = analyses.add_parser(
-        "neighbours", help="nearest contextual occurrences of a word in a corpus (Table 4)",
-        description="For WORD in SENTENCE: the k corpus tokens nearest by cosine at --layer "
-        "(the sentences shown, the word marked), beside WORD's nearest corpus words in the "
-        "static layer 0. The corpus is indexed once (in --index-dir, named by the model's "
-        "weights, the corpus content, the layer and --dtype) and searched exactly.",
-    )
-    p.add_argument("--corpus", required=True,
-                   help="UTF-8 text, one tokenized sentence per line (as `elmo embed` reads)")
-    p.add_argument("--sentence", required=True, help="the context, tokens separated by spaces")
-    p.add_argument("--word", required=True, help="a token of --sentence")
-    p.add_argument("--occurrence", type=int, default=1,
-                   help="which occurrence of --word in --sentence (1-based, default 1)")
-    p.add_argument("--layer", type=int, default=None,
-                   help="layer for contextual neighbours (default: the top layer)")
-    p.add_argument("-k", type=int, default=5, help="neighbours to show (default 5)")
-    p.add_argument("--context", type=int, default=12,
-                   help="tokens shown on each side of a neighbour in the table (default 12)")
-    p.add_argument("--index-dir", default=None,
-                   help="where corpus indexes are kept (default: neighbours/ in "
-                   "$ELMO_CACHE, else $XDG_CACHE_HOME/elmo, else ~/.cache/elmo)")
-    p.add_argument("--dtype", choices=("float16", "float32"), default="float16",
-                   help="storage of the index's unit vectors (default float16: half the disk; "
-                   "cosines then differ by ~1e-3 from float32)")
-    _model_options(p)
-    p.set_defaults(run=_run_neighbours)
-
 
 def _run_neighbours(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.analysis.neighbours import NeighbourIndex, static_vectors
@@ -181,57 +140,18 @@ def _marked(tokens: list[str], position: int, context: int | None = None) -> str
 
 # ---- probe ---------------------------------------------------------------------------------
 
-def _add_probe(analyses: argparse._SubParsersAction) -> None:
-    p = analyses.add_parser(
-        "probe", help="linear probes of each layer for token tags, e.g. POS (Table 6)",
-        description="Softmax regression (scikit-learn, standardised features) on the frozen "
-        "vectors of each layer 0..L alone and of the layer average, trained on --train and "
-        "scored by token accuracy on --test; each sentence is embedded once for all layers. "
-        "Defaults: UPOS tags of CoNLL-U files (Universal Dependencies).",
-    )
-    p.add_argument("--train", required=True, metavar="FILE", help="tagged training data "
-                   "(plain or .gz)")
-    p.add_argument("--test", required=True, metavar="FILE", help="tagged test data")
-    p.add_argument("--format", choices=("conllu", "conll"), default="conllu",
-                   help="conllu (default) or conll (white-space columns)")
-    p.add_argument("--conllu-tag", choices=("upos", "xpos"), default="upos",
-                   help="conllu: the tag to probe (default upos)")
-    p.add_argument("--token-column", type=int, default=0, help="conll: 0-based (default 0)")
-    p.add_argument("--tag-column", type=int, default=-1,
-                   help="conll: 0-based, negative from the end (default -1, the last)")
-    p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
-                   help="strict: stop at a line that is not UTF-8 (default); replace")
-    p.add_argument("--c", type=float, default=1.0,
-                   help="inverse L2 regularisation strength (default 1.0)")
-    p.add_argument("--max-iter", type=int, default=300, help="L-BFGS iterations (default 300)")
-    _model_options(p)
-    p.set_defaults(run=_run_probe)
-
-
 def _run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from elmo.analysis.probe import (
-        check_tagged,
+        TAGGED_FORMATS,
         majority_accuracy,
         probe_layers,
         token_features,
     )
-    from elmo.tasks.readers import read_conll, read_conllu
 
-    if args.format == "conllu":
-        fix = "CoNLL-U files have their tags in UPOS or XPOS (--conllu-tag)"
-        options = {"tag": args.conllu_tag, "encoding_errors": args.encoding_errors}
-        read = read_conllu
-    else:
-        fix = (f"--tag-column {args.tag_column} is not a tag column of this file; "
-               f"give the right --tag-column (0-based, negative counts from the end)")
-        options = {"token_column": args.token_column, "tag_column": args.tag_column,
-                   "encoding_errors": args.encoding_errors}
-        read = read_conll
-    splits = {}
-    for name in ("train", "test"):
-        path = getattr(args, name)
-        splits[name] = read(path, **options)
-        check_tagged(splits[name], path, fix)
+    settings = options_given(args, ProbeSettings)
+    tagged = TAGGED_FORMATS[settings.format]
+    splits = {name: tagged.read(settings.format, getattr(settings, name), settings)
+              for name in ("train", "test")}
     embedder = _embedder(args, parser)
     train, test = (token_features(embedder, sentences, f"embedding {name}", not args.quiet)
                    for name, sentences in splits.items())
@@ -252,21 +172,6 @@ def _run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 # ---- layer-weights -------------------------------------------------------------------------
-
-def _add_layer_weights(analyses: argparse._SubParsersAction) -> None:
-    p = analyses.add_parser(
-        "layer-weights", help="learned mix weights of trained task runs (Figure 2)",
-        description="Read layer_weights.json (softmax(s) of each mix) of each run directory "
-        "of `elmo task train --elmo MODEL`; print a table (or JSON) and draw a heat map, one "
-        "row per run and placement (input/output), one column per layer. Runs are named by "
-        "the shortest end of their path that tells them apart.",
-    )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--plot", metavar="PNG", help="write the heat map to this PNG file")
-    add_overwrite(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.set_defaults(run=_run_layer_weights)
-
 
 @contextmanager
 def _claim_plot(args: argparse.Namespace) -> Iterator[None]:
@@ -304,57 +209,6 @@ def _run_layer_weights(args: argparse.Namespace, parser: argparse.ArgumentParser
 
 
 # ---- sample-efficiency ---------------------------------------------------------------------
-
-def _add_sample_efficiency(analyses: argparse._SubParsersAction) -> None:
-    from elmo.analysis.sample_efficiency import DEFAULT_FRACTIONS, DEFAULT_SEEDS
-
-    p = analyses.add_parser(
-        "sample-efficiency", help="a task trained on growing fractions of its data, with "
-        "and without ELMo (Figure 1)",
-        usage="elmo analyze sample-efficiency --out DIR [options] -- TASK_TRAIN_OPTIONS",
-        description="Train one task of `elmo task train` on nested fractions of its training "
-        "data (for a seed, each sample lies inside the larger ones), the task model alone and "
-        "+ELMo (--model), with each seed. TASK_TRAIN_OPTIONS, after --, are those of `elmo "
-        "task train` (--task, --train, --dev, --test, --format ...) except --out, --elmo, "
-        "--seed and --train-fraction. Runs go to OUT/NAME and resume when the command is run "
-        "again; OUT/sample_efficiency.json holds every run's score and the summary. Scores "
-        "are on --test when given, else on dev. Give --min-updates N after -- so that the "
-        "smallest fractions get N updates too (their epochs then pass over the data several "
-        "times).",
-    )
-    p.add_argument("--out", required=True, metavar="DIR", help="directory of the runs")
-    p.add_argument("--model", default="default",
-                   help="the biLM for +ELMo (any name `elmo embed` takes; default: default)")
-    p.add_argument("--fractions", type=_floats, default=list(DEFAULT_FRACTIONS),
-                   metavar="F[,F...]", help="fractions of the training data (default "
-                   f"{','.join(f'{f:g}' for f in DEFAULT_FRACTIONS)})")
-    p.add_argument("--seeds", type=_ints, default=list(DEFAULT_SEEDS), metavar="S[,S...]",
-                   help=f"seeds (default {','.join(map(str, DEFAULT_SEEDS))})")
-    p.add_argument("--plot", metavar="PNG", help="write the plot (error bars: std over seeds)")
-    add_overwrite(p)
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="runs at a time, each in its own process with its share of the torch "
-                   "threads; N = the number of cores is fastest for small task models "
-                   "(default 1)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("task_options", nargs=argparse.REMAINDER, metavar="-- TASK_TRAIN_OPTIONS")
-    p.set_defaults(run=_run_sample_efficiency)
-
-
-def _numbers(kind: type) -> Callable[[str], list]:
-    """An argparse type: comma-separated numbers of `kind`, with an error that says so."""
-    def parse(text: str) -> list:
-        try:
-            return [kind(x) for x in text.split(",") if x]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a comma-separated list of {kind.__name__}s") from None
-    return parse
-
-
-_floats, _ints = _numbers(float), _numbers(int)
-
 
 def _task_config(task_options: list[str], quiet: bool) -> TaskConfig:
     """A TaskConfig from `elmo task train` options, parsed by that command's own parser."""
@@ -400,3 +254,46 @@ def _run_sample_efficiency(args: argparse.Namespace, parser: argparse.ArgumentPa
                        [[r["system"], f"{r['fraction']:g}", r["n_train"], r["updates"],
                          r["mean"], r["std"]] for r in summary], digits=2))
     return 0
+
+
+ANALYSES = {
+    "wsd": Analysis(
+        "1-nearest-neighbour word sense disambiguation per layer (Table 5)",
+        "Sense vectors are the mean of a layer's vectors of each sense's occurrences in --train "
+        "(SemCor); each test word takes the nearest (cosine) sense of its lemma and part of "
+        "speech seen there, else WordNet's first sense. F1 per evaluation set (the WSD "
+        "evaluation framework's scorer rules) per layer, beside the WordNet first-sense "
+        "baseline.", (WsdSettings, ModelOptions), _run_wsd),
+    "neighbours": Analysis(
+        "nearest contextual occurrences of a word in a corpus (Table 4)",
+        "For WORD in SENTENCE: the k corpus tokens nearest by cosine at --layer (the sentences "
+        "shown, the word marked), beside WORD's nearest corpus words in the static layer 0. "
+        "The corpus is indexed once (in --index-dir, named by the model's weights, the corpus "
+        "content, the layer and --dtype) and searched exactly.",
+        (NeighboursSettings, ModelOptions), _run_neighbours),
+    "probe": Analysis(
+        "linear probes of each layer for token tags, e.g. POS (Table 6)",
+        "Softmax regression (scikit-learn, standardised features) on the frozen vectors of "
+        "each layer 0..L alone and of the layer average, trained on --train and scored by "
+        "token accuracy on --test; each sentence is embedded once for all layers. Defaults: "
+        "UPOS tags of CoNLL-U files (Universal Dependencies).",
+        (ProbeSettings, ModelOptions), _run_probe),
+    "layer-weights": Analysis(
+        "learned mix weights of trained task runs (Figure 2)",
+        "Read layer_weights.json (softmax(s) of each mix) of each run directory of `elmo task "
+        "train --elmo MODEL`; print a table (or JSON) and draw a heat map, one row per run and "
+        "placement (input/output), one column per layer. Runs are named by the shortest end "
+        "of their path that tells them apart.", (LayerWeightsSettings,), _run_layer_weights),
+    "sample-efficiency": Analysis(
+        "a task trained on growing fractions of its data, with and without ELMo (Figure 1)",
+        "Train one task of `elmo task train` on nested fractions of its training data (for a "
+        "seed, each sample lies inside the larger ones), the task model alone and +ELMo "
+        "(--model), with each seed. TASK_TRAIN_OPTIONS, after --, are those of `elmo task "
+        "train` (--task, --train, --dev, --test, --format ...) except --out, --elmo, --seed "
+        "and --train-fraction. Runs go to OUT/NAME and resume when the command is run again; "
+        "OUT/sample_efficiency.json holds every run's score and the summary. Scores are on "
+        "--test when given, else on dev. Give --min-updates N after -- so that the smallest "
+        "fractions get N updates too (their epochs then pass over the data several times).",
+        (SampleEfficiencySettings,), _run_sample_efficiency,
+        usage="elmo analyze sample-efficiency --out DIR [options] -- TASK_TRAIN_OPTIONS"),
+}

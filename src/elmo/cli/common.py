@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
-from dataclasses import Field, fields
+from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from elmo.embedding.settings import EmbedSettings
@@ -12,7 +12,8 @@ from elmo.io.inputs import AUTO, INPUT_FORMATS, INPUT_KINDS
 from elmo.io.titles import TITLE_LISTS
 from elmo.loading.model_files import ModelFiles
 from elmo.loading.resolve import resolve_model, sources_described
-from elmo.tokenize import TOKENIZERS, tokenizers_described
+from elmo.options import is_option
+from elmo.tokenize import DEFAULT_TOKENIZER, TOKENIZERS, tokenizers_described
 from elmo.vocab import SPECIAL_TOKENS
 
 
@@ -79,40 +80,68 @@ def check_vocab_options(args: argparse.Namespace, parser: argparse.ArgumentParse
                      "a word)")
 
 
-def add_setting(p: argparse._ActionsContainer, name: str, what: str | None = None) -> None:
-    """--NAME from the field NAME of `EmbedSettings`: its default, help, choices and how its
-    value is read (the field's metadata); `what`: what it decides in this command, before
-    its help."""
-    setting = _SETTINGS[name]
-    meta = setting.metadata
+def add_option(p: argparse._ActionsContainer, option: Field, what: str | None = None) -> None:
+    """The flag of `option`, a field made by `elmo.options.option`: its default, help,
+    choices and how its value is read (the field's metadata); `what`: what it decides in this
+    command, before its help."""
+    meta, name = option.metadata, option.name
     help = meta["help"] if what is None else f"{what}: {meta['help']}"
-    flag = f"--{name.replace('_', '-')}"
-    if isinstance(setting.default, bool):  # a switch, off by default
-        p.add_argument(flag, action="store_true", help=help)
-    elif meta["negatable"]:  # --NAME, --no-NAME or neither (None)
+    flag = meta["flag"] or f"--{name.replace('_', '-')}"
+    if isinstance(option.default, bool) and not meta["negatable"]:  # a switch
+        if option.default:  # on unless --no-NAME
+            p.add_argument(f"--no-{name.replace('_', '-')}", dest=name, action="store_false",
+                           help=help)
+        else:
+            p.add_argument(flag, action="store_true", help=help)
+        return
+    if meta["negatable"]:  # --NAME, --no-NAME or neither (None)
         p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
+        return
+    parse = meta["parse"]  # a type (int) as argparse takes it, its messages its own
+    given = {"choices": meta["choices"], "metavar": meta["metavar"], "nargs": meta["nargs"],
+             "type": None if parse is None else
+             parse if isinstance(parse, type) else _read_with(parse)}
+    default = None if option.default is MISSING else option.default
+    if meta["positional"]:
+        p.add_argument(name, default=default, help=help,
+                       **{k: v for k, v in given.items() if v is not None})
     else:
-        parse = meta["parse"]  # a type (int) as argparse takes it, its messages its own
-        read = {} if parse is None else {
-            "type": parse if isinstance(parse, type) else _read_with(parse)}
-        p.add_argument(flag, default=setting.default, help=help,
-                       **({"choices": meta["choices"]} if meta["choices"] else {}),
-                       **({"metavar": meta["metavar"]} if meta["metavar"] else {}), **read)
+        p.add_argument(flag, default=default, help=help, required=meta["required"] or False,
+                       **{k: v for k, v in given.items() if v is not None})
+
+
+def add_options(p: argparse._ActionsContainer, record: type,
+                names: Iterable[str] | None = None) -> None:
+    """`add_option` for each field of `record` named in `names` (default: every field that
+    carries a flag), in order."""
+    options = {f.name: f for f in fields(record) if is_option(f)}
+    for name in options if names is None else names:
+        add_option(p, options[name])
+
+
+def options_given(args: argparse.Namespace, record: type, **more: Any) -> Any:
+    """The `record` of the flags `add_option` made from its fields that `args` holds, and
+    `more` fields."""
+    given = {f.name: getattr(args, f.name) for f in fields(record)
+             if is_option(f) and hasattr(args, f.name)}
+    return record(**given, **more)
+
+
+def add_setting(p: argparse._ActionsContainer, name: str, what: str | None = None) -> None:
+    """--NAME from the field NAME of `EmbedSettings` (`add_option`)."""
+    add_option(p, _SETTINGS[name], what)
 
 
 def add_settings(p: argparse._ActionsContainer, names: Iterable[str]) -> None:
     """`add_setting` for each of `names`, in order."""
-    for name in names:
-        add_setting(p, name)
+    add_options(p, EmbedSettings, names)
 
 
 def settings_given(args: argparse.Namespace, settings: type = EmbedSettings, **more: Any
                    ) -> Any:
     """The `settings` record (EmbedSettings or a subclass) of the flags `add_setting` made
     that `args` holds, and `more` fields."""
-    given = {f.name: getattr(args, f.name) for f in fields(settings)
-             if f.init and f.name in _SETTINGS and hasattr(args, f.name)}
-    return settings(**given, **more)
+    return options_given(args, settings, **more)
 
 
 _SETTINGS: dict[str, Field] = {f.name: f for f in fields(EmbedSettings) if f.init}
@@ -134,11 +163,11 @@ def add_tokenizer(p: argparse.ArgumentParser) -> None:
 
 
 def add_corpus_tokenizer(p: argparse._ActionsContainer, note: str = "") -> None:
-    """--tokenizer of a command that reads a corpus (default whitespace); `note`: what else
-    the help says."""
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+    """--tokenizer of a command that reads a corpus (default `DEFAULT_TOKENIZER`); `note`: what
+    else the help says."""
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default=DEFAULT_TOKENIZER,
                    help=f"how lines become tokens ({tokenizers_described()}; default "
-                   f"whitespace){note}")
+                   f"{DEFAULT_TOKENIZER}){note}")
 
 
 def add_layers(p: argparse._ActionsContainer, what: str) -> None:

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from elmo.cli.common import settings_given
+from elmo.device import PRECISIONS
 from elmo.io.inputs import INPUT_KINDS
 
 
@@ -59,8 +60,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                      f"{args.paths}")
     if any(n is not None and n < 1 for n in (args.batch_size, args.workers, args.block_lines)):
         parser.error("--batch-size, --workers and --block-lines must be at least 1")
-    if args.precision not in (None, "fp32"):
-        parser.error("--precision tf32/bf16 is not available with --ray yet; drop --ray, "
+    if args.precision is not None and not PRECISIONS[args.precision].plain:
+        others = "/".join(p.name for p in PRECISIONS.values() if not p.plain)
+        parser.error(f"--precision {others} is not available with --ray yet; drop --ray, "
                      "or --precision")
     from elmo.ray import embed_files  # needs the [ray] extra
 

@@ -122,7 +122,8 @@ class OnnxTarget(ExportTarget):
         export_onnx.add_arguments(p)
 
     def takes(self, args: argparse.Namespace) -> bool:
-        return export_onnx.wants_onnx(args)
+        return args.format == self.format or (
+            args.format is None and args.out_dir.endswith(export_onnx.SUFFIX))
 
     def write(self, args: argparse.Namespace) -> str:
         return self.wrote(args, [export_onnx.write(args)])

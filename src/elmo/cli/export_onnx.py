@@ -7,12 +7,8 @@ from pathlib import Path
 
 from elmo.cli.common import add_layers
 
-ONNX_NAME = "model.onnx"  # written into OUTDIR when it does not end in .onnx
-
-
-def wants_onnx(args: argparse.Namespace) -> bool:
-    """Whether `elmo export` writes ONNX: --format onnx, or an output ending in .onnx."""
-    return args.format == "onnx" or (args.format is None and args.out_dir.endswith(".onnx"))
+SUFFIX = ".onnx"  # an OUTDIR ending in it is the graph's file
+ONNX_NAME = f"model{SUFFIX}"  # written into OUTDIR when it does not end in SUFFIX
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +21,7 @@ def write(args: argparse.Namespace) -> Path:
     from elmo.onnx import export_onnx  # only here: the onnx extra may not be installed
 
     path = Path(args.out_dir)
-    if path.suffix != ".onnx":
+    if path.suffix != SUFFIX:
         path = path / ONNX_NAME
     export_onnx(args.model, path, layers=args.layers, overwrite=args.overwrite)
     return path

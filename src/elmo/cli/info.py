@@ -9,6 +9,7 @@ from typing import Any
 
 from elmo.loading.describe import describe_model
 from elmo.loading.formats.registry import FORMATS
+from elmo.token_encoders import token_encoder
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -54,20 +55,15 @@ def _size(n: int) -> str:
 
 def _model_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     arch, enc = info["architecture"], info["architecture"]["token_encoder"]
-    if enc["kind"] == "vocab":
-        chars = (f"its own vocabulary of {enc['characters']:,} characters, plus "
-                 + (f"{enc['words']:,} words ({enc['word_embed_dim']} dims)"
-                    if enc["words"] else "no word embedding"))
-    else:
-        chars = "UTF-8 bytes (262 ids)"
+    encoder = token_encoder(enc["kind"])
     tokenizer = info["tokenizer"] or "none recorded (whitespace unless --tokenizer is given)"
     note = FORMATS[info["format"]].tokenizer_note
     if note and info["tokenizer"] is None:
         tokenizer += f"; {note}"
     return [
         ("loaded from", ", ".join(info["loaded_from"])),
-        ("token encoder", f"{chars}; words cut to {enc['max_characters_per_token'] - 2} "
-         + ("characters" if enc["kind"] == "vocab" else "bytes")),
+        ("token encoder", f"{encoder.summary(enc)}; words cut to "
+         f"{enc['max_characters_per_token'] - 2} {encoder.unit}"),
         ("char CNN", f"{arch['char_embed_dim']}-dim characters, {arch['filters']} filters "
          f"(widths {min(arch['filter_widths'])}-{max(arch['filter_widths'])}), "
          f"{arch['highway_layers']} highway"),

@@ -11,7 +11,8 @@ from elmo.cli.common import add_input_format, add_tokenizer
 from elmo.data.corpus import expand_paths, iter_sentences
 from elmo.device import resolve_device
 from elmo.errors import InputFileError
-from elmo.loading.resolve import SHIPPED, resolve_model
+from elmo.loading.resolve import resolve_model
+from elmo.tokenize import DEFAULT_TOKENIZER
 from elmo.training.evaluate import evaluate_perplexity
 from elmo.training.model_init import load_language_model
 
@@ -22,14 +23,13 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         help="perplexity of a trained biLM on a text file",
         description="Score FILE (one sentence per line, plain, gzipped or bzip2, '-' reads stdin; "
         "JSON lines or WikiExtractor's output, see --input-format) "
-        f"with MODEL, a model that carries its softmax and vocabulary: {SHIPPED.help()}, or "
-        "a directory written by `elmo train` (released, bilm-tf and ELMoForManyLangs models "
-        "ship without their softmax). Exact softmax; "
+        "with MODEL, a model with its softmax: a shipped name (default, default-zh), a "
+        "directory written by `elmo train` or its --weights-copy. Exact softmax; "
         "every sentence is scored from a zero state, n + 1 predictions per direction; the "
         "average is exp of the mean of both directions' losses.",
     )
     p.add_argument("model", metavar="MODEL",
-                   help="a shipped name or a directory written by `elmo train`")
+                   help="a shipped name or a run directory (released models have no softmax)")
     p.add_argument("file", metavar="FILE")
     add_tokenizer(p)
     add_input_format(p)
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     files = resolve_model(args.model)
     lm, vocab = load_language_model(files)
     lm.to(resolve_device(args.device))
-    tokenizer = args.tokenizer or files.recorded_tokenizer() or "whitespace"
+    tokenizer = args.tokenizer or files.recorded_tokenizer() or DEFAULT_TOKENIZER
     sentences = iter_sentences(expand_paths([args.file], allow_stdin=True), tokenizer,
                                input_format=args.input_format)
     sentences = tqdm(sentences, desc="scoring", unit=" sent", disable=args.quiet)

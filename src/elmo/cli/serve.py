@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     sock = bind(args.host, args.port)
     app = create_app(load, model_name=files.name, model_format=files.format, layers=args.layers,
                      limits=limits, on_ready=on_ready, on_failure=on_failure)
-    server = make_server(app, access_log=args.access_log)
+    server = make_server(app, limits, access_log=args.access_log)
     print(f"elmo: serving {files.name} on {address(sock)} (loading the model: GET /health answers "
           "200 when it is ready)", file=sys.stderr, flush=True)
     run_server(server, sock)

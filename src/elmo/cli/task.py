@@ -19,6 +19,7 @@ from elmo.tasks.model import ELMO_AT
 from elmo.tasks.readers import FORMATS, SCHEMES, format_of_name, formats_help
 from elmo.tasks.recipe import evaluate_run, export_text, predict_file, train_task
 from elmo.tasks.registry import TASKS
+from elmo.tasks.span import ANSWER_METRICS
 from elmo.tokenize import TOKENIZERS
 
 # the defaults of TaskConfig's optional fields, for the options and their help
@@ -64,7 +65,7 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                       help="tsv: one column (classification) or two (pair)")
     group.add_argument("--label-column", metavar="C", help="tsv")
     group.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
-                       help="label-text and tsv sentences, squad passages and questions "
+                       help="label-text, tsv and nli sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
@@ -128,7 +129,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
                        help="default: span-f1 with --scheme, squad-f1 for --task span, else "
-                       "accuracy")
+                       "accuracy. --task span: " + "; ".join(
+                           f"{m.name}: {m.help}" for m in ANSWER_METRICS.values()))
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
     train.add_argument("--epochs", type=int, default=d.epochs,
@@ -181,8 +183,9 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
                             "task model",
                             description="Write OUTPUT: INPUT (in the run's format) with its "
                             "tags or labels replaced by the model's, or added where it has "
-                            "none (conll, tsv); for --format squad, SQuAD's prediction file "
-                            "{question id: answer text}.")
+                            "none (conll, tsv, nli: every line, those without a gold label "
+                            "too); for --format squad, SQuAD's prediction file {question id: "
+                            "answer text}.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")

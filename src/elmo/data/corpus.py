@@ -28,7 +28,7 @@ from elmo.io.inputs import AUTO, folder_files, input_kind
 from elmo.io.sentences import SPLITTERS
 from elmo.io.textfile import is_stdin
 from elmo.io.titles import TitleSet, read_titles
-from elmo.tokenize import TOKENIZERS, Tokenizer, get_tokenizer
+from elmo.tokenize import DEFAULT_TOKENIZER, TOKENIZERS, Tokenizer, get_tokenizer
 
 PathLike = str | os.PathLike[str]
 
@@ -174,7 +174,7 @@ def iter_lines(
 
 def iter_sentences(
     paths: PathLike | Iterable[PathLike],
-    tokenizer: Tokenizer | str = "whitespace",
+    tokenizer: Tokenizer | str = DEFAULT_TOKENIZER,
     *,
     rank: int = 0,
     world_size: int = 1,
@@ -209,7 +209,7 @@ def iter_sentences(
 
 
 def count_tokens(
-    paths: PathLike | Iterable[PathLike], tokenizer: Tokenizer | str = "whitespace",
+    paths: PathLike | Iterable[PathLike], tokenizer: Tokenizer | str = DEFAULT_TOKENIZER,
     input_format: str = AUTO,
 ) -> int:
     """Number of predicted tokens in one direction: words plus one ``</S>`` per sentence.

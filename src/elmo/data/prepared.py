@@ -31,7 +31,7 @@ import lzma
 import os
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ from elmo.data.corpus import (
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
-from elmo.tokenize import get_tokenizer
+from elmo.tokenize import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
 from elmo.vocab import Vocabulary
 
 MANIFEST_NAME = "manifest.json"
@@ -256,7 +256,7 @@ class _ShardWriter:
 def prepare_corpus(
     train: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
-    tokenizer: str = "whitespace",
+    tokenizer: str = DEFAULT_TOKENIZER,
     *,
     input_format: str = AUTO,
     vocab: Vocabulary | None = None,
@@ -290,8 +290,7 @@ def prepare_corpus(
                 "vocab": None if vocab is None else vocab_sha256(vocab), "min_count": min_count,
                 "max_vocab": max_vocab, "shard_tokens": shard_tokens,
                 "exclude": None if titles is None else titles.sha256,
-                "hold_out_every": hold_out_every,
-                "files": [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]}
+                "hold_out_every": hold_out_every, "files": _files_identity(paths)}
     with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
           atomic_directory(out, keep_partial=PROGRESS_NAME) as new):
         state = _progress(new, identity)
@@ -316,21 +315,8 @@ def prepare_corpus(
                      desc="preparing corpus", unit=" sent", disable=not progress,
                      mininterval=1.0)
         with _held_out(new / HELD_OUT_NAME, hold_out_every, state["held_bytes"]) as held_out:
-            for read, (held, line) in enumerate(parts, start=1):
-                if read <= state["read"]:
-                    continue
-                if held:
-                    held_out.write(line.encode("utf-8") + b"\n")
-                    manifest.held_out_sentences += 1
-                    continue
-                tokens = tokenize(line)
-                manifest.n_sentences += bool(tokens)
-                manifest.n_tokens += (len(tokens) + 1) if tokens else 0
-                if writer.add(tokens):
-                    held_out.flush()
-                    state.update(read=read, held_bytes=held_out.tell(),
-                                 manifest=asdict(manifest))
-                    atomic_write_text(new / PROGRESS_NAME, json.dumps(state))
+            _write_sentences(parts, tokenize, writer, held_out, manifest, state,
+                             new / PROGRESS_NAME)
         writer.close()
         if manifest.n_sentences == 0:  # no shard written, so nothing to resume
             raise InputFileError(f"the training files {list(map(str, train))} have no "
@@ -340,6 +326,33 @@ def prepare_corpus(
         (new / PROGRESS_NAME).unlink(missing_ok=True)
         atomic_write_text(new / MANIFEST_NAME, manifest.to_json())
     return manifest
+
+
+def _files_identity(paths: Sequence[Path]) -> list[list[str | int]]:
+    """What tells the training files apart from other ones: name, size, modification time."""
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]
+
+
+def _write_sentences(parts: Iterable[tuple[bool, str]], tokenize: Tokenizer,
+                     writer: _ShardWriter, held_out: BinaryIO, manifest: Manifest,
+                     state: dict[str, Any], progress_path: Path) -> None:
+    """The sentences of `parts` (held out or not) after the `state["read"]` first: into the
+    held-out text, or tokenized into the shards of `writer`, counted in `manifest`; `state`
+    written to `progress_path` after each shard."""
+    for read, (held, line) in enumerate(parts, start=1):
+        if read <= state["read"]:
+            continue
+        if held:
+            held_out.write(line.encode("utf-8") + b"\n")
+            manifest.held_out_sentences += 1
+            continue
+        tokens = tokenize(line)
+        manifest.n_sentences += bool(tokens)
+        manifest.n_tokens += (len(tokens) + 1) if tokens else 0
+        if writer.add(tokens):
+            held_out.flush()
+            state.update(read=read, held_bytes=held_out.tell(), manifest=asdict(manifest))
+            atomic_write_text(progress_path, json.dumps(state))
 
 
 @contextmanager

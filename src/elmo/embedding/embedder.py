@@ -29,7 +29,7 @@ from elmo.memory import AUTO, DeviceMemoryError, compute_halving, resolve_max_to
 from elmo.modules.bilm import BiLM, model_identity
 from elmo.modules.elmo import contextualize_words
 from elmo.modules.quantize import check_quantize
-from elmo.tokenize import Tokenizer
+from elmo.tokenize import DEFAULT_TOKENIZER, Tokenizer
 
 T = TypeVar("T")
 # A chunk (regrouped by length together) holds CHUNK_BATCHES batches' worth: 1,024 sentences
@@ -130,7 +130,7 @@ class Embedder:
         max_tokens: int | str = AUTO,
         stateful: bool = False,
         token_cache_size: int = 20000,
-        tokenizer: Tokenizer | str = "whitespace",
+        tokenizer: Tokenizer | str = DEFAULT_TOKENIZER,
         quantize: str | None = None,
         precision: str | None = None,
         cuda_graphs: bool | None = None,
@@ -180,7 +180,7 @@ class Embedder:
         ships with the package. `tokenizer` defaults to the one the model records, else
         whitespace. `quantize`: None (fp32) or "int8" (CPU only)."""
         loaded = load_model(model, options=options, weights=weights, quantize=quantize)
-        return cls(loaded.bilm, tokenizer=tokenizer or loaded.tokenizer or "whitespace",
+        return cls(loaded.bilm, tokenizer=tokenizer or loaded.tokenizer or DEFAULT_TOKENIZER,
                    **kwargs)
 
     @property

@@ -39,7 +39,7 @@ from elmo.io.hdf5_output import shard_range, write_index
 from elmo.io.inputs import EMBED_FORMATS, Entry, InputKind, embedded_kind
 from elmo.io.textfile import ENCODING_ERRORS, is_stdin
 from elmo.io.textfile import read_lines as read_text_lines
-from elmo.tokenize import Tokenizer, get_tokenizer
+from elmo.tokenize import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
 
 
 @dataclass
@@ -54,7 +54,7 @@ class InputLine:
 def read_lines(
     path: str | Path,
     encoding_errors: str = "strict",
-    tokenizer: Tokenizer | str = "whitespace",
+    tokenizer: Tokenizer | str = DEFAULT_TOKENIZER,
     numbers: range | None = None,
 ) -> Iterator[InputLine]:
     """Stream a UTF-8 file (plain or gzipped) of one sentence per line, tokenized by

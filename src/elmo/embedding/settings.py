@@ -9,7 +9,6 @@ new setting is one field here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from elmo.device import PRECISIONS, precisions_described
 from elmo.layer_choice import LAYER_CHOICES, LayerChoice, forms_help, parse_layer_choice
 from elmo.memory import AUTO
 from elmo.modules.quantize import QUANTIZE_MODES
+from elmo.options import option
 from elmo.tokenize import TOKENIZERS, Tokenizer, tokenizers_described
 
 if TYPE_CHECKING:
@@ -55,16 +55,11 @@ def max_tokens_value(text: str) -> int | str:
     return int(text)
 
 
-def _setting(default: Any, help: str, *, choices: tuple | dict | None = None,
-             parse: Callable[[str], Any] | None = None, metavar: str | None = None,
-             negatable: bool = False, embedder: bool = False) -> Any:
-    """A field of EmbedSettings: its default; `help`, what its flag says (with its default);
-    `choices` or `parse` (str -> value; ValueError naming a bad one), how a command-line value
-    is read (a bool is a switch; `negatable`: --NAME and --no-NAME, None if neither);
-    `embedder`: a keyword of the Embedder (the others say what is kept)."""
-    return field(default=default, metadata={
-        "help": help, "choices": choices, "parse": parse, "metavar": metavar,
-        "negatable": negatable, "embedder": embedder})
+def _setting(default: Any, help: str, *, embedder: bool = False, **flag: Any) -> Any:
+    """A field of EmbedSettings and its flag (`elmo.options.option`: `help`, `choices`,
+    `parse`, `metavar`, `negatable`); `embedder`: a keyword of the Embedder (the others say
+    what is kept)."""
+    return option(default, help, embedder=embedder, **flag)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text, claim_output
 from elmo.io.fasta import dataset_name
 from elmo.io.hdf5_output import NEW_FILE, write_index
+from elmo.io.inputs import INPUT_KINDS, TEXT
 
 PURPOSE = "the Parquet output of `elmo embed --ray`"
 pa = import_extra("pyarrow", PURPOSE)
@@ -226,7 +227,8 @@ def parquet_to_hdf5(directory: str | Path, output: str | Path, overwrite: bool =
     if directory.name.endswith(".partial"):
         raise ElmoError(f"{directory} is the work of an unfinished `elmo embed --ray` run: run "
                         "the same command again to finish it, then merge its output directory")
-    fasta = manifest.get("input_format") == "fasta"
+    # a kind whose entries are keyed (FASTA's ids) names its datasets by key, with no index
+    keyed = INPUT_KINDS[manifest.get("input_format", TEXT.name)].entries.keyed
     offsets = np.cumsum([0] + [source["lines"] for source in manifest["inputs"]])
     sentence_to_index: dict[str, str] = {}
     with claim_output(output, overwrite=overwrite), atomic_output(output) as tmp, \
@@ -235,7 +237,7 @@ def parquet_to_hdf5(directory: str | Path, output: str | Path, overwrite: bool =
             path = directory / block["name"]
             if not path.exists():
                 raise ElmoError(f"{path} is missing: the output is incomplete")
-            if fasta:
+            if keyed:
                 for source, line, ident, description, array in _rows(
                         path, ["source", "line", "id", "description"]):
                     _create_record(out, ident, array, source, line).attrs.update(
@@ -246,7 +248,7 @@ def parquet_to_hdf5(directory: str | Path, output: str | Path, overwrite: bool =
                 name = str(first + line)
                 out.create_dataset(name, data=array)
                 sentence_to_index[text] = name
-        if not fasta:
+        if not keyed:
             write_index(out, sentence_to_index)
     return Path(output)
 

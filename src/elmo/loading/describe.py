@@ -36,13 +36,8 @@ def describe_model(model: str) -> dict[str, Any]:
 def architecture(bilm: BiLM) -> dict[str, Any]:
     """Sizes of a biLM, its token encoder's included."""
     c = bilm.config
-    encoder: dict[str, Any] = {"kind": c.token_encoder,
-                               "max_characters_per_token": c.max_characters_per_token}
-    if c.token_encoder == "vocab":
-        encoder.update(characters=len(c.char_vocab), words=len(c.word_vocab),
-                       word_embed_dim=c.word_embed_dim)
-    else:
-        encoder["characters"] = "262 byte ids (UTF-8 bytes + 5 specials + padding)"
+    encoder = {"kind": c.token_encoder, "max_characters_per_token": c.max_characters_per_token,
+               **c.encoder.facts(c)}
     return {
         "token_encoder": encoder,
         "char_embed_dim": c.char_embed_dim,

@@ -14,7 +14,7 @@ from typing import Any
 from elmo.errors import ElmoError
 from elmo.loading.formats.native import CARD_NAME, RUN_NAME
 from elmo.loading.formats.registry import FORMATS
-from elmo.loading.formats.untrusted import read_json
+from elmo.loading.formats.untrusted import own_file, read_json
 
 
 class ModelSource(ABC):
@@ -84,8 +84,8 @@ class ModelFiles:
         if fmt.pair is None or self.directory is None:
             return self
         options, weights = fmt.pair(names, str(self.directory))
-        return dataclasses.replace(self, options=self.directory / options,
-                                   weights=self.directory / weights)
+        return dataclasses.replace(self, options=own_file(self.directory, options),
+                                   weights=own_file(self.directory, weights))
 
     @property
     def vocab_file(self) -> Path | None:
@@ -93,7 +93,7 @@ class ModelFiles:
         name = FORMATS[self.format].vocab_name
         if name is None or self.directory is None:
             return None
-        vocab = self.directory / name
+        vocab = own_file(self.directory, name)
         return vocab if vocab.is_file() else None
 
     def recorded_tokenizer(self) -> str | None:
@@ -102,8 +102,8 @@ class ModelFiles:
         pair's directory too); None when nothing is recorded (or the files are not local)."""
         if self.directory is None:
             return None
-        for record, keys in ((self.directory / RUN_NAME, ("config", "tokenizer")),
-                             (self.directory / CARD_NAME, ("tokenizer",))):
+        for record, keys in ((own_file(self.directory, RUN_NAME), ("config", "tokenizer")),
+                             (own_file(self.directory, CARD_NAME), ("tokenizer",))):
             if record.is_file():
                 try:
                     value = read_json(record)

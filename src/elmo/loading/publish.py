@@ -7,19 +7,25 @@ Hugging Face Hub repo in our format, with a model card (`README.md` with the Hub
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from elmo.errors import ElmoError
+from elmo.errors import ElmoError, ModelFileError
 from elmo.extras import import_extra
 from elmo.io.atomic import atomic_output, atomic_write_text
 from elmo.loading import hf_hub
 from elmo.loading.formats.native import CARD_NAME, RUN_NAME, VOCAB_NAME
 from elmo.loading.formats.registry import NATIVE, export_formats
+from elmo.loading.formats.untrusted import (
+    MAX_CONFIG_BYTES,
+    MAX_VOCABULARY_BYTES,
+    own_file,
+    read_json,
+    read_text,
+)
 from elmo.loading.load import LoadedModel, load_model
 from elmo.loading.model_files import ModelFiles
 from elmo.tokenize import TOKENIZERS
@@ -45,14 +51,15 @@ def save_model(loaded: LoadedModel, out_dir: str | Path, fmt: str = NATIVE.name,
     written. The softmax is not written (the official prediction files have none)."""
     out_dir = Path(out_dir)
     export_format = export_formats()[fmt]
+    vocab = loaded.files.vocab_file  # read and checked first: what is copied is what was read
+    words = read_text(vocab, MAX_VOCABULARY_BYTES, "a vocabulary") if vocab else None
+    record = model_record(loaded.files, exported_from)
     export_format.save(loaded.bilm, out_dir)
     written = [out_dir / name for name in export_format.saved_files]
-    vocab = loaded.files.vocab_file
-    if vocab is not None:
+    if words is not None:
         with atomic_output(out_dir / VOCAB_NAME) as tmp:
-            shutil.copyfile(vocab, tmp)
+            tmp.write_bytes(words.encode("utf-8"))  # byte for byte
         written.append(out_dir / VOCAB_NAME)
-    record = model_record(loaded.files, exported_from)
     if record:  # `elmo embed OUTDIR` splits lines as the model did
         atomic_write_text(out_dir / CARD_NAME, json.dumps(record, indent=2) + "\n")
         written.append(out_dir / CARD_NAME)
@@ -64,8 +71,8 @@ def model_record(files: ModelFiles, exported_from: str) -> dict[str, Any]:
     model's card (data, training, perplexity), the tokenizer and, for an `elmo train` run, the
     training files; with `exported_from`. Empty when the model records nothing."""
     directory = files.directory
-    card = _read_json(directory / CARD_NAME) if directory is not None else {}
-    run = _read_json(directory / RUN_NAME) if directory is not None else {}
+    card = _read_json(own_file(directory, CARD_NAME)) if directory is not None else {}
+    run = _read_json(own_file(directory, RUN_NAME)) if directory is not None else {}
     train = run.get("config", {}).get("train") if isinstance(run.get("config"), dict) else None
     if isinstance(train, list) and "data_name" not in card:
         card["data_files"] = [Path(str(p)).name for p in train]
@@ -76,9 +83,11 @@ def model_record(files: ModelFiles, exported_from: str) -> dict[str, Any]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object of a model's record `path`; {} when it is missing, larger than a
+    config may be (left unread) or no JSON object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path)
+    except (OSError, ModelFileError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -165,9 +174,9 @@ def model_card(loaded: LoadedModel, name: hf_hub.HubName, *, revision: str | Non
         model_name=name.repo_id.split("/")[-1], eval_results=results or None)
     usage = _usage(str(hf_hub.HubName(name.repo_id, name.subfolder, revision)),
                    record.get("tokenizer"), _example_language(loaded, language))
-    prose = loaded.files.directory / PROSE_CARD if loaded.files.directory else None
+    prose = own_file(loaded.files.directory, PROSE_CARD) if loaded.files.directory else None
     if prose is not None and prose.is_file():
-        body = f"{usage}\n{prose.read_text(encoding='utf-8')}"
+        body = f"{usage}\n{read_text(prose, MAX_CONFIG_BYTES, 'a model card')}"
     else:
         body = f"# {name.repo_id.split('/')[-1]}\n\nAn ELMo biLM.\n\n{usage}\n" \
             + _facts(loaded, record) + _perplexity_table(perplexity)
@@ -199,7 +208,8 @@ def _example_language(loaded: LoadedModel, language: str | list[str] | None) -> 
         return first
     vocab = loaded.files.vocab_file
     c = loaded.bilm.config
-    words = vocab.read_text(encoding="utf-8").split() if vocab is not None \
+    words = read_text(vocab, MAX_VOCABULARY_BYTES, "a vocabulary").split() \
+        if vocab is not None \
         else c.word_vocab or c.char_vocab
     han = sum(any("\u4e00" <= ch <= "\u9fff" for ch in w) for w in words)
     return "zh" if han > len(words) / 2 else "en"
@@ -208,9 +218,7 @@ def _example_language(loaded: LoadedModel, language: str | list[str] | None) -> 
 def _facts(loaded: LoadedModel, record: dict[str, Any]) -> str:
     c = loaded.bilm.config
     widths = [w for w, _ in c.filters]
-    chars = "UTF-8 bytes" if c.token_encoder == "bytes" else \
-        f"its own vocabulary of {len(c.char_vocab):,} characters" \
-        + (f" and {len(c.word_vocab):,} words" if c.word_vocab else "")
+    chars = c.encoder.phrase(c)
     data = record.get("data_name") or ", ".join(record.get("data_files", [])) or "not recorded"
     rows = [
         ("architecture", f"char-CNN over {chars}: {c.n_filters} filters (widths "

@@ -45,6 +45,7 @@ from elmo.loading.formats.registry import (
     format_of_files,
     formats_described,
 )
+from elmo.loading.formats.untrusted import own_file
 from elmo.loading.model_files import ModelFiles, ModelSource
 from elmo.loading.releases import EFML_RELEASES, RELEASED_MODELS, resolve_efml, resolve_released
 from elmo.runs import TASK, run_kind
@@ -279,7 +280,7 @@ def files_read(fmt: ModelFormat, names: Collection[str], where: str) -> list[str
 def find_official_pair(directory: Path) -> tuple[Path, Path]:
     """The one options .json and one weights .hdf5 in a directory."""
     options, weights = official_pair(_file_names(directory), str(directory))
-    return directory / options, directory / weights
+    return own_file(directory, options), own_file(directory, weights)
 
 
 def is_task_run(directory: str | Path) -> bool:

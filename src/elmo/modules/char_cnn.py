@@ -40,7 +40,7 @@ class CharCNNEncoder(nn.Module):
     def __init__(self, config: BiLMConfig) -> None:
         super().__init__()
         self.config = config
-        vocab = config.token_encoder == "vocab"
+        vocab = config.encoder.vocabulary
         # The id of padding inside a word (ids are shifted by +1: 0 marks an absent token).
         self.pad_id = config.char_vocab.index("<pad>") + 1 if vocab else PAD_CHAR + 1
         self.n_chars = config.max_characters_per_token

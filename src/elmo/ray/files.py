@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 from elmo.data.corpus import expand_paths
+from elmo.device import PRECISIONS
 from elmo.embedding import Embedder, EmbedSettings, Item, Progress
 from elmo.embedding.embedder import CHUNK_BATCHES
 from elmo.embedding.job import tell_resumed
@@ -202,23 +203,11 @@ def embed_files(
     the neighbours it has in `Embedder.embed_file`.
     """
     settings = settings or EmbedSettings()
-    if settings.pool is not None or settings.stateful or settings.precision not in (None, "fp32"):
-        raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
-                         "pool, stateful and precision are not for it")
-    block_lines = block_lines or CHUNK_BATCHES * batch_size_or_default(settings.batch_size)
-    if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
-        raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
-                         f"{block_lines}, {workers}")
+    block_lines = _checked(settings, threads, block_lines, workers)
     files = input_files(inputs)
     kind = input_kind(files, format)
     entries = kind.entries
-    checked = Embedder.from_pretrained(model, tokenizer=settings.tokenizer,
-                                       quantize=settings.quantize, device="cpu")
-    identity = {"input_format": kind.name, "model_sha256": model_identity(checked.model),
-                **settings.kept(), **settings.asked(),
-                "tokenizer": entries.tokenizer or checked.tokenizer,
-                "encoding_errors": encoding_errors}
-    del checked
+    identity = _identity(model, kind, settings, encoding_errors)
     if model is not None and Path(model).exists():  # actors do not start in our directory
         model = str(Path(model).absolute())
     noun = entries.noun
@@ -248,6 +237,33 @@ def embed_files(
             _run_blocks(run, pending, writer, workers, address, bar)
         out.finish()
     return run
+
+
+def _checked(settings: EmbedSettings, threads: int, block_lines: int | None,
+             workers: int | None) -> int:
+    """`embed_files`' settings and numbers checked (ValueError naming the wrong one); the
+    lines of a block."""
+    plain = settings.precision is None or PRECISIONS[settings.precision].plain
+    if settings.pool is not None or settings.stateful or not plain:
+        raise ValueError("embed_files keeps every token's vectors, stateless, in fp32: "
+                         "pool, stateful and precision are not for it")
+    block_lines = block_lines or CHUNK_BATCHES * batch_size_or_default(settings.batch_size)
+    if threads < 1 or block_lines < 1 or (workers is not None and workers < 1):
+        raise ValueError(f"threads, block_lines and workers must be at least 1: {threads}, "
+                         f"{block_lines}, {workers}")
+    return block_lines
+
+
+def _identity(model: str | Path | None, kind: InputKind, settings: EmbedSettings,
+              encoding_errors: str) -> dict[str, Any]:
+    """What decides the run's vectors, as its manifest records them (the model loaded once
+    here, on the CPU, for its identity and tokenizer)."""
+    checked = Embedder.from_pretrained(model, tokenizer=settings.tokenizer,
+                                       quantize=settings.quantize, device="cpu")
+    return {"input_format": kind.name, "model_sha256": model_identity(checked.model),
+            **settings.kept(), **settings.asked(),
+            "tokenizer": kind.entries.tokenizer or checked.tokenizer,
+            "encoding_errors": encoding_errors}
 
 
 def _manifest(files: list[Path], scans: list[tuple[int, str]], block_lines: int,

@@ -28,13 +28,13 @@ from starlette.exceptions import HTTPException
 
 from elmo import __version__
 from elmo.embedding import Embedder, EmbedSettings
-from elmo.layer_choice import LayerChoice, parse_layer_choice
+from elmo.layer_choice import LayerChoice, LayerChoiceError, parse_layer_choice
 from elmo.loading.formats.registry import NATIVE
 from elmo.memory import DeviceMemoryError
 from elmo.serve.batching import BatchQueue
 from elmo.serve.limits import ServeLimits
 from elmo.serve.metrics import Metrics, MetricsMiddleware
-from elmo.serve.payload import PayloadLimit
+from elmo.serve.payload import BodyTimeout, PayloadLimit
 from elmo.serve.schemas import (
     EmbedAllRequest,
     EmbedRequest,
@@ -63,6 +63,8 @@ logger = logging.getLogger("elmo.serve")
 BINARY = "application/octet-stream"  # /embed_all's safetensors answer
 CLIENT_CLOSED = 499  # nginx's status for a request whose client went away (never sent)
 TEI_ERRORS = error_responses(ErrorResponse)
+# `error_type` of the errors that the middlewares raise as HTTPException, by status.
+HTTP_ERROR_TYPES = {408: "Timeout", 413: "PayloadTooLarge"}
 
 
 def _answers(model: object, description: str, errors: dict | None = None,
@@ -187,6 +189,14 @@ class Service:
                            "cannot be shortened (it was not trained for it, as OpenAI's "
                            f"text-embedding-3 models were): leave dimensions out or give {dims}")
 
+    def checked_layers(self, choice: LayerChoice) -> LayerChoice:
+        """A request's layer choice; 422 where it does not fit the model."""
+        try:
+            choice.check(self.ready().model.num_layers)
+        except LayerChoiceError as err:
+            raise ApiError(422, f"layers: {err}") from None
+        return choice
+
     async def embed(self, request: Request, sentences: list[list[str]]) -> list[np.ndarray]:
         """Each sentence's layers (L+1, n, 2P) through the queue; 429 when too many requests
         are in flight; ClientGone (and its place freed) if the client leaves meanwhile."""
@@ -261,16 +271,22 @@ def _json(data: object, status: int = 200) -> Response:
                     media_type="application/json")
 
 
-def _error(request: Request, status: int, message: str, error_type: str) -> Response:
+def _error(request: Request, status: int, message: str, error_type: str,
+           headers: dict[str, str] | None = None) -> Response:
     """TEI's error body; OpenAI's on its routes, as its clients read `error.message`."""
     if request.url.path.startswith("/v1/"):
-        return _json({"error": {"message": message, "type": error_type, "param": None,
-                                "code": None}}, status)
-    return _json({"error": message, "error_type": error_type}, status)
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    else:
+        body = {"error": message, "error_type": error_type}
+    answer = _json(body, status)
+    answer.headers.update(headers or {})
+    return answer
 
 
-def _pooled(layers: list[np.ndarray], mode: str, normalize: bool) -> list[np.ndarray]:
-    """One vector (2P,) per sentence: the mean over its tokens of `mode`'s layer."""
+def _pooled(layers: list[np.ndarray], mode: str | LayerChoice, normalize: bool
+            ) -> list[np.ndarray]:
+    """One vector (2P,) per sentence: the mean over its tokens of what the choice `mode`
+    keeps."""
     choice = parse_layer_choice(mode)
     vectors = [choice.numpy(a).mean(axis=0) for a in layers]
     if normalize:
@@ -313,8 +329,9 @@ async def embed_all(body: EmbedAllRequest, request: Request, service: AppService
     `Accept: application/octet-stream`, safetensors bytes with one tensor per input,
     named by its index."""
     sentences = await service.sentences(body.inputs, "inputs", tei=body)
-    mode = body.layers or str(service.settings.layers)
-    choice = parse_layer_choice(body.layers) if body.layers else service.settings.layer_choice
+    asked = body.layer_choice()
+    choice = service.checked_layers(asked) if asked else service.settings.layer_choice
+    mode = asked.spelling() if asked else str(service.settings.layers)
     layers = await service.embed(request, sentences)
     binary = BINARY in request.headers.get("accept", "")
     return await asyncio.to_thread(_layers_answer, layers, choice, mode, binary)
@@ -339,9 +356,10 @@ async def embed(body: EmbedRequest, request: Request, service: AppService) -> Re
     """One vector per input: the mean over its tokens of the layer average (or top),
     L2-normalized unless `normalize` is false. `POST /` is the same, as in TEI."""
     service.check_dimensions(body.dimensions)
+    choice = service.checked_layers(body.layer_choice())
     sentences = await service.sentences(body.inputs, "inputs", tei=body)
     layers = await service.embed(request, sentences)
-    vectors = await asyncio.to_thread(_pooled, layers, body.layers, body.normalize)
+    vectors = await asyncio.to_thread(_pooled, layers, choice, body.normalize)
     return _json(vectors)
 
 
@@ -437,8 +455,8 @@ async def _invalid_request(request: Request, err: RequestValidationError) -> Res
 async def _http_error(request: Request, err: HTTPException) -> Response:
     if err.status_code == 400 and err.__cause__ is not None:  # FastAPI's parsing failed
         return _error(request, 422, describe_unparsable_body(err.__cause__), "Validation")
-    kind = "PayloadTooLarge" if err.status_code == 413 else "Http"
-    return _error(request, err.status_code, str(err.detail), kind)
+    kind = HTTP_ERROR_TYPES.get(err.status_code, "Http")
+    return _error(request, err.status_code, str(err.detail), kind, err.headers)
 
 
 async def _internal_error(request: Request, err: Exception) -> Response:
@@ -486,6 +504,7 @@ def create_app(
     app.state.service = service
     app.include_router(router)
     app.add_middleware(PayloadLimit, limit=limits.payload_limit)
+    app.add_middleware(BodyTimeout, seconds=limits.body_timeout)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics,
                        routes=[route.path for route in router.routes])
     return app

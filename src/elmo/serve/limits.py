@@ -24,6 +24,12 @@ class ServeLimits:
         512, "requests waiting or being embedded at once (more: 429, so that clients retry "
         "elsewhere instead of queueing without end)")
     payload_limit: int = _limit(2_000_000, "bytes in one request body; more: 413")
+    body_timeout: int = _limit(
+        30, "seconds a request's body may take to arrive once the server reads it; slower "
+        "(a client that sends half a body and stalls): 408 and the connection closed")
+    max_connections: int = _limit(
+        1024, "connections open at once, idle ones included; a request on one more: 503 "
+        "(plain text, from uvicorn) and that connection closed")
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

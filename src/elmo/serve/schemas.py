@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
+
+from elmo.layer_choice import LayerChoice, forms, parse_layer_choice
 
 # One input: a string (split by the model's tokenizer) or a list of tokens taken as they are.
 Input = str | list[str]
@@ -35,19 +45,48 @@ class TeiRequest(_Request):
         return "left" if self.truncation_direction in ("left", "Left") else "right"
 
 
+# A request's layer choice (`elmo.layer_choice`): a spelling, a layer number, or a learned
+# mix's weights (a request names no file of the server).
+Layers = StrictStr | StrictInt | list[StrictInt | StrictFloat]
+
+
 class EmbedAllRequest(TeiRequest):
     """`POST /embed_all`: token vectors; `layers` defaults to the server's --layers."""
 
-    layers: Literal["all", "top", "average", "sum"] | None = None
+    layers: Layers | None = None
+
+    @field_validator("layers")
+    @classmethod
+    def _a_choice(cls, layers: Layers | None) -> Layers | None:
+        if layers is not None:
+            parse_layer_choice(layers, files=False)  # a LayerChoiceError (ValueError) names it
+        return layers
+
+    def layer_choice(self) -> LayerChoice | None:
+        """What is kept of each input's layers, None where the server's --layers decides."""
+        return None if self.layers is None else parse_layer_choice(self.layers, files=False)
 
 
 class EmbedRequest(TeiRequest):
     """`POST /embed` (and `POST /`, as TEI): one vector per input, the mean over its tokens
-    of `layers`, L2-normalized unless `normalize` is false."""
+    of `layers` (a choice of one vector per token), L2-normalized unless `normalize` is
+    false."""
 
     normalize: StrictBool = True
-    layers: Literal["average", "top", "sum"] = "average"
+    layers: Layers = "average"
     dimensions: int | None = None  # refused unless the model's (TEI shortens Matryoshka ones)
+
+    @field_validator("layers")
+    @classmethod
+    def _one_vector_per_token(cls, layers: Layers) -> Layers:
+        if parse_layer_choice(layers, files=False).stacked:
+            raise ValueError(f"{layers!r} keeps the layer axis; give a choice of one vector "
+                             f"per token ({forms(files=False)})")
+        return layers
+
+    def layer_choice(self) -> LayerChoice:
+        """What is averaged over each input's tokens."""
+        return parse_layer_choice(self.layers, files=False)
 
 
 class OpenAIEmbeddingRequest(_Request):
@@ -136,11 +175,12 @@ class OpenAIErrorResponse(BaseModel):
 
 
 ERROR_STATUSES = {
+    408: "the body did not arrive within --body-timeout seconds (the connection is closed)",
     413: "too many inputs, an input too long, or a body over --payload-limit",
     422: "a body that is not JSON or not a valid request (the message names the field)",
     429: "too many requests in flight: retry later or elsewhere",
     500: "the model failed on this request (the server's log has the traceback)",
-    503: "the model is still loading",
+    503: "the model is still loading, or --max-connections connections are open",
 }
 
 

@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from elmo.errors import ElmoError
+from elmo.serve.limits import ServeLimits
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -42,13 +43,18 @@ def address(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def make_server(app: FastAPI, access_log: bool = False) -> uvicorn.Server:
+def make_server(app: FastAPI, limits: ServeLimits | None = None, access_log: bool = False
+                ) -> uvicorn.Server:
     """A uvicorn server for `app` (run it with `run(server, sock)`); its own log lines go to
     stderr at level INFO, one per request with `access_log`. Idle keep-alive connections
     stay open 75 s, longer than load balancers keep theirs (nginx: 60 s), so that the
-    balancer, not the replica, closes them."""
+    balancer, not the replica, closes them. At most `limits.max_connections` connections
+    are served at once: uvicorn answers 503 to a request when its connection, counted with
+    the others, reaches `limit_concurrency`, hence one more."""
+    limits = limits or ServeLimits()
     return uvicorn.Server(uvicorn.Config(app, access_log=access_log, log_level="info",
-                                         lifespan="on", timeout_keep_alive=75))
+                                         lifespan="on", timeout_keep_alive=75,
+                                         limit_concurrency=limits.max_connections + 1))
 
 
 def run(server: uvicorn.Server, sock: socket.socket) -> None:

@@ -57,7 +57,7 @@ class TaskConfig:
     # triangular schedule, gradual unfreezing); its layers are then computed per batch
     cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
     # training
-    metric: str | None = None  # span-f1 | accuracy | squad-f1 (default: the task type's)
+    metric: str | None = None  # span-f1 | accuracy | squad-f1 | cmrc (default: the task type's)
     seed: int = 0
     epochs: int = 10
     patience: int = 3  # stop after this many epochs without a better dev score

@@ -1,5 +1,5 @@
-"""Task metrics in 0..100: span F1 (seqeval, scheme-aware) and accuracy (SQuAD's exact match
-and F1: `elmo.tasks.squad`)."""
+"""Task metrics in 0..100: span F1 (seqeval, scheme-aware) and accuracy (the answer metrics,
+SQuAD's and CMRC 2018's: `elmo.tasks.span.ANSWER_METRICS`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from elmo.extras import import_extra
 
-METRICS = ("span-f1", "accuracy", "squad-f1")  # squad-f1: elmo.tasks.squad
+METRICS = ("span-f1", "accuracy", "squad-f1", "cmrc")  # squad-f1, cmrc: elmo.tasks.span
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:

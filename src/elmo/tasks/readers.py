@@ -1,5 +1,6 @@
-"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
-SQuAD-layout JSON (`elmo.tasks.squad`), one `DatasetFormat` record each in `FORMATS`.
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV,
+SQuAD-layout JSON (`elmo.tasks.squad`) and NLI JSON lines (`elmo.tasks.nli`), one
+`DatasetFormat` record each in `FORMATS`.
 
 Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
@@ -19,67 +20,14 @@ from typing import Any
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import read_lines
+from elmo.tasks.examples import LabeledPair, LabeledText, TaggedSentence
+from elmo.tasks.nli import NLI_LABELS, nli_notes, read_nli, write_nli
 from elmo.tasks.squad import SquadQuestion, read_squad
 from elmo.tokenize import get_tokenizer
 
 SCHEMES = ("iob1", "iob2", "bioes")
 CONLLU_TAGS = {"upos": 3, "xpos": 4}
 DOCSTART = "-DOCSTART-"
-
-
-@dataclass
-class TaggedSentence:
-    """A sentence with one tag per token (`tags` is empty when the file has no tag column)."""
-
-    tokens: list[str]
-    tags: list[str]
-    line: int = 0  # 1-based line of the first token
-    rows: list[str] = field(default_factory=list, repr=False)  # source lines, comments too
-    token_rows: list[int] = field(default_factory=list, repr=False)  # row of each token
-
-    def add_row(self, row: str, token: str | None = None, tag: str | None = None) -> None:
-        """Append a source line, and the token (and tag) it holds, if any."""
-        self.rows.append(row)
-        if token is not None:
-            self.tokens.append(token)
-            self.token_rows.append(len(self.rows) - 1)
-        if tag is not None:
-            self.tags.append(tag)
-
-    @property
-    def sentences(self) -> list[list[str]]:
-        return [self.tokens]
-
-
-@dataclass
-class LabeledText:
-    """A sentence with one label."""
-
-    tokens: list[str]
-    label: str
-    line: int = 0
-    row: str = field(default="", repr=False)  # the source line
-    header: list[str] | None = field(default=None, repr=False)  # tsv: the column names
-
-    @property
-    def sentences(self) -> list[list[str]]:
-        return [self.tokens]
-
-
-@dataclass
-class LabeledPair:
-    """Two sentences with one label (entailment, paraphrase ...)."""
-
-    tokens_a: list[str]
-    tokens_b: list[str]
-    label: str
-    line: int = 0
-    row: str = field(default="", repr=False)
-    header: list[str] | None = field(default=None, repr=False)
-
-    @property
-    def sentences(self) -> list[list[str]]:
-        return [self.tokens_a, self.tokens_b]
 
 
 Example = TaggedSentence | LabeledText | LabeledPair
@@ -385,6 +333,10 @@ def _nothing_to_check(path: str | Path, examples: list, found: Any) -> None:
     return None
 
 
+def _no_notes(examples: list) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class DatasetFormat:
     """A format of `elmo task` data: its `name` (`--format`), `help` (one line), `read(path,
@@ -396,7 +348,9 @@ class DatasetFormat:
     `problem(options, task)`: what the options lack (None: nothing; `task` None: the text of
     the file alone); `check_labeled(path, examples, options)`: a labeled split lacks what
     training or scoring needs; `check_unlabeled(path, examples, labels)`: warn about an
-    input to predict that looks misread."""
+    input to predict that looks misread. `unlabeled`: the reader's options for an input
+    to predict (no tag check, no line left out); `notes(examples)`: facts about a split
+    that the run records (lines skipped)."""
 
     name: str
     help: str
@@ -408,6 +362,8 @@ class DatasetFormat:
     problem: Callable[[Mapping[str, Any], Any], str | None] = _no_problem
     check_labeled: Callable[[str | Path, list, Mapping[str, Any]], None] = _nothing_to_check
     check_unlabeled: Callable[[str | Path, list, Sequence[str]], None] = _nothing_to_check
+    unlabeled: Mapping[str, Any] = field(default_factory=dict)
+    notes: Callable[[list], dict[str, Any]] = _no_notes
 
     @property
     def tokenizes(self) -> bool:
@@ -417,17 +373,16 @@ class DatasetFormat:
     def reader_options(self, values: Mapping[str, Any], labeled: bool = True
                        ) -> dict[str, Any]:
         """The reader's keywords from `values` (a config's or the command's options); not
-        `labeled`: no tag check."""
+        `labeled`: with the `unlabeled` options."""
         options = {name: values[name] for name in self.options}
-        if not labeled and "scheme" in options:
-            options["scheme"] = None
-        return {**options, "encoding_errors": values["encoding_errors"]}
+        return {**options, **({} if labeled else self.unlabeled),
+                "encoding_errors": values["encoding_errors"]}
 
 
 FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
     DatasetFormat("conll", "token per line, white-space columns, blank line between sentences",
                   read_conll, ("token_column", "tag_column", "scheme"), (TaggedSentence,),
-                  (".conll",), _write_conll),
+                  (".conll",), _write_conll, unlabeled={"scheme": None}),
     DatasetFormat("conllu", "CoNLL-U, 10 tab-separated fields per word", read_conllu,
                   ("tag",), (TaggedSentence,), (".conllu",), _write_conllu),
     DatasetFormat("label-text", "'LABEL sentence' per line", read_label_text, ("tokenizer",),
@@ -437,8 +392,12 @@ FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
                   ("text_columns", "label_column", "tokenizer"), (LabeledText, LabeledPair),
                   (".tsv",), _write_tsv, problem=_tsv_problem,
                   check_labeled=_tsv_labels_there),
-    DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0)", read_squad, ("tokenizer",),
-                  (SquadQuestion,), (".json",)),
+    DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0, CMRC 2018)", read_squad,
+                  ("tokenizer",), (SquadQuestion,), (".json",)),
+    DatasetFormat("nli", "SNLI/MultiNLI JSON lines: sentence1, sentence2, gold_label (lines "
+                  "labelled - are skipped) or premise, hypothesis, label (a word, or 0/1/2: "
+                  f"{'/'.join(NLI_LABELS)})", read_nli, ("tokenizer",), (LabeledPair,), (),
+                  write_nli, unlabeled={"skip_unlabeled": False}, notes=nli_notes),
 )}
 
 

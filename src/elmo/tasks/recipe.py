@@ -50,8 +50,7 @@ def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
         # read the splits
         train_all, dev, _, labels = read_splits(config)
         sample = nested_sample(len(train_all), config.train_fraction, config.seed)
-        kind = TASKS[config.task]
-        notes = {"train": kind.data_notes(train_all), "dev": kind.data_notes(dev)}
+        notes = {"train": data_notes(config, train_all), "dev": data_notes(config, dev)}
         # build the run: new, or the one its checkpoint resumes
         run = Run.start(config, build_vocab([train_all[i] for i in sample]), labels, notes)
         targets = run.targets(train_all)
@@ -80,6 +79,12 @@ def read_split(config: TaskConfig, path: str, labeled: bool = True) -> list:
         dataset.check_labeled(path, examples, options)
         TASKS[config.task].require_targets(examples, path)
     return examples
+
+
+def data_notes(config: TaskConfig, examples: list) -> dict[str, Any]:
+    """Facts about a split that the run records: its format's (lines skipped) and its task
+    type's."""
+    return {**FORMATS[config.format].notes(examples), **TASKS[config.task].data_notes(examples)}
 
 
 def read_splits(config: TaskConfig) -> tuple[list, list, list | None, list[str]]:
@@ -199,14 +204,15 @@ def _warn_unfinished(run_dir: Path, config: TaskConfig) -> None:
 
 
 def evaluate_run(run_dir: str | Path, test: str, **overrides: Any) -> dict[str, Any]:
-    """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}."""
+    """The run's metric on `test` (read in the run's format): {metric, score, n, file, run}
+    and the format's notes on the file (lines skipped)."""
     config, labels = run_config(run_dir, **overrides)  # the file is read before the model
     _warn_unfinished(Path(run_dir), config)
     examples = read_split(config, test)
     TASKS[config.task].warn_unseen(examples, labels, test, config)
     run = Run.load(run_dir, **overrides)
     return {"metric": run.config.metric, **run.evaluate(examples), "n": len(examples),
-            "file": str(test), "run": str(run_dir)}
+            "file": str(test), "run": str(run_dir), **FORMATS[config.format].notes(examples)}
 
 
 def predict_file(run_dir: str | Path, input_path: str, output_path: str, **overrides: Any) -> int:

@@ -11,7 +11,7 @@ when the training data has unanswerable questions (`no_answer`), else never chos
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from elmo.errors import InputFileError
+from elmo.tasks.cmrc import cmrc_scores
 from elmo.tasks.encoder import EncoderConfig, WordEncoder, run_lstm
 from elmo.tasks.pooling import masked_softmax, max_mean_pool
 from elmo.tasks.squad import SquadQuestion, answer_counts, squad_scores, write_squad_predictions
@@ -27,6 +28,27 @@ from elmo.tasks.task_type import TaskType
 from elmo.tokenize import TOKENIZERS
 
 ANSWER, NO_ANSWER = "answer", "no-answer"  # the span task's "labels": what training had
+
+
+@dataclass(frozen=True)
+class AnswerMetric:
+    """A score of predicted answer texts: `scores(predictions, gold answers, config)` ->
+    {"f1", "exact_match"} in 0..100, per question the best over its gold answers."""
+
+    name: str
+    help: str
+    scores: Callable[[Sequence[str], Sequence[Sequence[str]], Any], dict[str, float]]
+
+
+ANSWER_METRICS: dict[str, AnswerMetric] = {m.name: m for m in (
+    AnswerMetric("squad-f1", "SQuAD's official F1 and exact match (white-space tokens; "
+                 "characters with a Chinese --tokenizer)",
+                 lambda predictions, golds, config: squad_scores(
+                     predictions, golds, characters=TOKENIZERS[config.tokenizer].characters)),
+    AnswerMetric("cmrc", "CMRC 2018's official F1 and exact match (Chinese characters and "
+                 "English words, punctuation removed)",
+                 lambda predictions, golds, config: cmrc_scores(predictions, golds)),
+)}
 
 
 @dataclass
@@ -117,15 +139,20 @@ def _score(linear: nn.Linear, g: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 class SpanTask(TaskType):
     """Questions answered by a span of their passage (`--format squad`), scored by SQuAD's
-    F1 (and exact match). Its labels record whether training had unanswerable questions."""
+    or CMRC 2018's F1 (and exact match). Its labels record whether training had unanswerable
+    questions."""
 
     name, model, model_config = "span", SpanModel, SpanConfig
-    example, metrics = SquadQuestion, ("squad-f1",)
+    example, metrics = SquadQuestion, tuple(ANSWER_METRICS)
 
     def labels(self, examples: Sequence[SquadQuestion]) -> list[str]:
         return [ANSWER, NO_ANSWER] if any(q.impossible for q in examples) else [ANSWER]
 
     def require_targets(self, examples: Sequence[SquadQuestion], path: str | Path) -> None:
+        if not any(q.answers or q.impossible for q in examples):
+            raise InputFileError(f"{path}: no question has answers; training and evaluation "
+                                 "need gold answers (a file without them is for `elmo task "
+                                 "predict`)")
         for q in examples:
             if not q.answers and not q.impossible:
                 raise InputFileError(f"{path}, question {q.id}: no answers and not "
@@ -161,9 +188,12 @@ class SpanTask(TaskType):
 
     def evaluate(self, examples: Sequence[SquadQuestion], predictions: Sequence[str],
                  config: Any) -> dict[str, float]:
-        scores = squad_scores(predictions, [q.answers for q in examples],
-                              characters=TOKENIZERS[config.tokenizer].characters)
-        return {"score": scores["f1"], "exact_match": scores["exact_match"]}
+        """The metric's F1 (as "score") and exact match; empty questions skipped by the
+        reader count as unanswered (0), as the official scripts count a missing answer."""
+        scores = ANSWER_METRICS[config.metric].scores(predictions, [q.answers for q in examples],
+                                                      config)
+        asked = len(examples) / (len(examples) + sum(q.skipped for q in examples))
+        return {"score": scores["f1"] * asked, "exact_match": scores["exact_match"] * asked}
 
     def write_predictions(self, path: str | Path, examples: Sequence[SquadQuestion],
                           predictions: Sequence[str], config: Any) -> None:

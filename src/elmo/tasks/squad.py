@@ -7,8 +7,10 @@ The layout (SQuAD v1.1 and v2.0, CMRC 2018): ``{"data": [{"title", "paragraphs":
 token's character offsets, and shared by its questions (the feature cache then holds it once).
 Gold answers are mapped to the tokens that cover them; an answer that starts or ends inside a
 token is still mapped (to the covering tokens) and counted, one whose text is not in the passage
-at its `answer_start` cannot be mapped and is counted too. Scores always compare answer texts,
-as the official script does, and a predicted answer is cut from the passage's characters.
+at its `answer_start` cannot be mapped and is counted too. A question whose text is empty (CMRC
+2018's trial set has two) is skipped and counted; the scores count it as unanswered, as the
+official scripts count a question missing from a prediction file. Scores always compare answer
+texts, as the official scripts do, and a predicted answer is cut from the passage's characters.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class SquadQuestion:
     unmapped: int = 0  # answers whose text is not at their answer_start (no span)
     title: str = ""
     line: int = 0  # JSON has no useful lines; errors name the question id
+    skipped: int = 0  # empty questions skipped before it (and after it, for the last)
 
     @property
     def sentences(self) -> list[list[str]]:
@@ -128,6 +131,7 @@ def read_squad(path: str | Path, tokenizer: str = "whitespace",
     data = _field(_load_json(path, encoding_errors), "data", list, str(path))
     questions: list[SquadQuestion] = []
     seen: set[str] = set()
+    skipped = 0
     for a, article in enumerate(data):
         where = f"{path}, article {a}"
         for p, paragraph in enumerate(_field(article, "paragraphs", list, where)):
@@ -138,13 +142,19 @@ def read_squad(path: str | Path, tokenizer: str = "whitespace",
             if not tokens:
                 raise InputFileError(f"{here}: an empty context")
             for qa in _field(paragraph, "qas", list, here):
-                questions.append(_question(qa, passage, tokenize, here, article))
-                if questions[-1].id in seen:
-                    raise InputFileError(f"{here}: question id {questions[-1].id!r} occurs "
+                question = _question(qa, passage, tokenize, here, article)
+                if question.id in seen:
+                    raise InputFileError(f"{here}: question id {question.id!r} occurs "
                                          "twice; ids name the answers in prediction files")
-                seen.add(questions[-1].id)
+                seen.add(question.id)
+                if not question.question:
+                    skipped += 1
+                    continue
+                question.skipped, skipped = skipped, 0
+                questions.append(question)
     if not questions:
         raise InputFileError(f"{path} holds no questions; check the file and --format")
+    questions[-1].skipped += skipped
     return questions
 
 
@@ -153,9 +163,7 @@ def _question(qa: dict, passage: Passage, tokenize, where: str, article: dict) -
     if not isinstance(qid, str | int):
         raise InputFileError(f"{where}: a question without an 'id'")
     where = f"{where}, question {qid}"
-    question = tokenize(_field(qa, "question", str, where))
-    if not question:
-        raise InputFileError(f"{where}: an empty question")
+    question = tokenize(_field(qa, "question", str, where))  # [] for an empty question
     answers, spans, off_boundary, unmapped = [], [], 0, 0
     for answer in qa.get("answers") or []:
         text = _field(answer, "text", str, where)
@@ -176,13 +184,15 @@ def _question(qa: dict, passage: Passage, tokenize, where: str, article: dict) -
 def answer_counts(questions: Sequence[SquadQuestion]) -> dict[str, int]:
     """How the gold answers of `questions` map to tokens: questions, answers, those off token
     boundaries (mapped to the covering tokens), those not found (no span), questions without
-    an answer (SQuAD 2.0) and answerable questions left with no span (not trained on)."""
+    an answer (SQuAD 2.0), answerable questions left with no span (not trained on) and empty
+    questions skipped."""
     return {"questions": len(questions),
             "answers": sum(len(q.answers) for q in questions),
             "off_token_boundaries": sum(q.off_boundary for q in questions),
             "not_in_passage": sum(q.unmapped for q in questions),
             "no_answer_questions": sum(q.impossible for q in questions),
-            "questions_without_span": sum(not q.impossible and not q.spans for q in questions)}
+            "questions_without_span": sum(not q.impossible and not q.spans for q in questions),
+            "empty_questions_skipped": sum(q.skipped for q in questions)}
 
 
 def write_squad_predictions(path: str | Path, questions: Sequence[SquadQuestion],

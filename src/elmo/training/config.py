@@ -10,12 +10,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from elmo.config import check_fields
-from elmo.device import PRECISIONS
+from elmo.config import PRESETS, check_fields
+from elmo.device import PRECISIONS, precisions_described
 from elmo.errors import raise_failed
 from elmo.io.inputs import INPUT_FORMATS
-from elmo.modules.language_model import SOFTMAX_MODES
-from elmo.tokenize import TOKENIZERS
+from elmo.modules.language_model import FULL_SOFTMAX_MAX_VOCAB, SOFTMAX_MODES
+from elmo.options import option
+from elmo.tokenize import DEFAULT_TOKENIZER, TOKENIZERS
 
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "slanted-triangular")
@@ -34,72 +35,129 @@ RESUMABLE_CHANGES = frozenset({
 
 @dataclass
 class TrainConfig:
-    """Options of `elmo train`; `None` means "derive it" (see each field)."""
+    """Options of `elmo train`; `None` means "derive it" (see each field). A field's flag is
+    in its metadata (`elmo.options.option`), which `elmo train` makes its options from; the
+    data options that other commands share (input format, title lists, vocabulary,
+    tokenizer) are theirs (`elmo.cli.common`)."""
 
-    # Files, glob patterns, a WikiExtractor folder (plain, .gz or .bz2), or a prepared corpus.
-    train: list[str] = field(default_factory=list)
-    valid: str | None = None  # held-out text for perplexity and best-model selection
-    # The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a name.
+    # Data. The input kind of the text files (elmo.io.inputs): "auto" (each file's own) or a
+    # name. Title lists (elmo.io.titles): the documents of the text files with these titles
+    # are left out (a prepared corpus left them out when it was prepared).
+    train: list[str] = option(
+        help="training files or glob patterns (quote globs), a folder of WikiExtractor's "
+        "wiki_NN files, or a prepared corpus folder; required", default_factory=list,
+        nargs="+", required=True, metavar="PATH")
+    valid: str | None = option(
+        None, "validation text: perplexity every --eval-every steps, best model (default: "
+        "none, the last model is kept)", metavar="PATH")
     input_format: str = "auto"
-    # Title lists (elmo.io.titles): the documents of the text files with these titles are
-    # left out (a prepared corpus left them out when it was prepared).
     exclude_titles: list[str] = field(default_factory=list)
     # Model.
-    preset: str | None = None  # architecture for a new model (None: DEFAULT_PRESET)
-    init_from: str | None = None  # continue training this model (architecture from it)
-    dropout: float = 0.1
-    # A new model's LSTM clips its cell and projection at the preset's values (3, as bilm-tf);
-    # False: no clipping, which trains through torch's LSTM kernel (cuDNN on a GPU).
-    lstm_clip: bool = True
+    preset: str | None = option(
+        None, f"architecture of a new model (default {DEFAULT_PRESET})",
+        choices=tuple(sorted(PRESETS)))
+    init_from: str | None = option(
+        None, "continue training MODEL: a directory from `elmo train`, a directory with one "
+        "official options/weights pair, an ELMoForManyLangs directory, or a released name "
+        "(default: none, a new --preset model)", metavar="MODEL")
+    dropout: float = option(0.1, "dropout probability (default 0.1)", parse=float, metavar="P")
+    lstm_clip: bool = option(
+        True, "a new model's LSTM clips neither its cell nor its projection (cell_clip and "
+        "proj_clip null, which bilm-tf and AllenNLP read as no clipping): it trains through "
+        "torch's own LSTM kernel, cuDNN on a GPU (default: clip at the preset's 3.0, as "
+        "bilm-tf)")
     # Vocabulary and tokens.
     vocab: str | None = None  # bilm-tf vocabulary file (None: built from the training data)
     min_count: int = 1
     max_vocab: int | None = None
-    tokenizer: str = "whitespace"
+    tokenizer: str = DEFAULT_TOKENIZER
     # Batches.
-    batch_size: int = 128  # rows per rank
-    unroll_steps: int = 20
-    shuffle_window: int = 0  # shuffle sentences within windows of this many (0: file order)
+    batch_size: int = option(128, "rows per process (default 128)", parse=int, metavar="N")
+    unroll_steps: int = option(20, "BPTT window (default 20)", parse=int, metavar="N")
+    shuffle_window: int = option(
+        0, "shuffle sentences within windows of N (default 0: file order)", parse=int,
+        metavar="N")
     # Length of the run: max_steps if given, else epochs over the counted training tokens.
-    max_steps: int | None = None
-    epochs: float = 10.0
-    # Time budget: stop after the first step that ends max_minutes after this process's
-    # first step (a resumed run counts only its own time); the schedule still spans the run.
-    max_minutes: float | None = None
+    max_steps: int | None = option(
+        None, "train N steps (default: as many as --epochs needs)", parse=int, metavar="N")
+    epochs: float = option(
+        10.0, "passes over the counted training tokens, unless --max-steps (default 10)",
+        parse=float, metavar="E")
+    max_minutes: float | None = option(
+        None, "time budget: stop after the first step that ends M minutes after this "
+        "process's first step, writing the checkpoint and model as at the end. Running the "
+        "same command again resumes and trains for another M minutes (a resumed run counts "
+        "only its own time). The lr schedule still spans --max-steps / --epochs (default: no "
+        "budget)", parse=float, metavar="M")
     # Optimisation.
-    optimizer: str = "adagrad"
-    lr: float | None = None  # None: DEFAULT_LR of the optimizer
-    clip_norm: float = 10.0
-    softmax: str = "auto"
-    num_samples: int = 8192
-    seed: int = 0
-    device: str | None = None  # None: cuda if available, else cpu
-    # torch.use_deterministic_algorithms for the run (bitwise reproducible on CUDA too).
-    deterministic: bool = False
-    # fp32, tf32 (CUDA matmuls in TF32; fp32 elsewhere) or bf16 (autocast; softmax and loss
-    # in fp32). None: bf16 on CUDA, fp32 elsewhere.
-    precision: str | None = None
-    # Batches prepared ahead by a background thread (None: DEFAULT_PREFETCH on CUDA, 0 (none)
-    # elsewhere).
-    prefetch: int | None = None
-    # On CUDA, replay the whole training step from a CUDA graph (False: every step eagerly).
-    cuda_graphs: bool = True
+    optimizer: str = option(
+        "adagrad", "(default adagrad with initial accumulator 1.0, as bilm-tf)",
+        choices=OPTIMIZERS)
+    lr: float | None = option(
+        None, "peak learning rate (default: " + ", ".join(
+            f"{k} {v}" for k, v in DEFAULT_LR.items()) + ")", parse=float)
+    clip_norm: float = option(
+        10.0, "clip gradients to this global norm (default 10)", parse=float, metavar="NORM")
+    softmax: str = option(
+        "auto", f"auto: full up to {FULL_SOFTMAX_MAX_VOCAB:,} words, else sampled (default "
+        "auto)", choices=SOFTMAX_MODES)
+    num_samples: int = option(
+        8192, "sampled softmax candidates per batch (default 8192)", parse=int, metavar="N")
+    seed: int = option(
+        0, "initial weights, dropout, sampled softmax, shuffle (default 0)", parse=int)
+    device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available)")
+    deterministic: bool = option(
+        False, "use only deterministic torch kernels (torch.use_deterministic_algorithms, "
+        "CUBLAS_WORKSPACE_CONFIG=:4096:8), for bit-identical runs on CUDA, where it costs "
+        "speed; on CPU training is deterministic without it (default: off)")
+    # None: the device's default (elmo.device.PRECISIONS).
+    precision: str | None = option(
+        None, f"{precisions_described('train')}. The softmax, loss, weights and optimizer "
+        "stay fp32; validation computes in fp32. May change on resume", choices=PRECISIONS)
+    prefetch: int | None = option(
+        None, "batches prepared ahead by a background thread (pinned memory on CUDA); 0: "
+        f"none. Results do not depend on it (default: {DEFAULT_PREFETCH} on CUDA, 0 "
+        "elsewhere)", parse=int, metavar="N")
+    cuda_graphs: bool = option(
+        True, "on CUDA, run every training step eagerly instead of replaying it from a CUDA "
+        "graph (default: graphs; steps with padding, at the end of an epoch, run eagerly "
+        "anyway). May change on resume")
     # ULMFiT-style fine-tuning (Howard and Ruder 2018).
-    discriminative_lr: float = 1.0  # each lower layer group's lr is divided by this
-    schedule: str = "constant"
-    warmup_frac: float = 0.1  # slanted-triangular: fraction of steps spent increasing
-    gradual_unfreeze: bool = False
-    unfreeze_every: int | None = None  # steps between unfreezing groups (None: one epoch)
+    discriminative_lr: float = option(
+        1.0, "divide each lower layer group's lr by FACTOR, e.g. 2.6 (groups: token encoder, "
+        "LSTM layers, softmax) (default 1: the same lr)", parse=float, metavar="FACTOR")
+    schedule: str = option("constant", "learning-rate schedule (default constant)",
+                           choices=SCHEDULES)
+    warmup_frac: float = option(
+        0.1, "slanted-triangular: fraction of steps increasing (default 0.1)", parse=float,
+        metavar="F")
+    gradual_unfreeze: bool = option(
+        False, "train the softmax first, unfreeze one group downwards every --unfreeze-every "
+        "steps (default: off, all groups train)")
+    unfreeze_every: int | None = option(
+        None, "steps between unfreezings (default: one epoch)", parse=int, metavar="N")
     # Bookkeeping.
-    checkpoint_every: int = 1000
-    checkpoint_minutes: float | None = None  # also checkpoint this long after the last one
-    eval_every: int = 1000
-    log_every: int = 100
-    early_stopping_patience: int | None = None  # evaluations without improvement
-    # Whenever the model is saved, also write it in fp16 into this directory, in safetensors
-    # shards of at most this many MiB each (with config.json, vocab.txt and run.json).
-    weights_copy: str | None = None
-    weights_copy_shard_mib: float = 15.0
+    checkpoint_every: int = option(
+        1000, "steps between checkpoints (default 1000)", parse=int, metavar="N")
+    checkpoint_minutes: float | None = option(
+        None, "also write a checkpoint after the first step that ends M minutes after the "
+        "last one (or after this process's first step), so that a crash loses at most about "
+        "M minutes (default: off)", parse=float, metavar="M")
+    eval_every: int = option(
+        1000, "steps between validations on --valid (default 1000)", parse=int, metavar="N")
+    log_every: int = option(
+        100, "steps between metrics.jsonl lines (default 100)", parse=int, metavar="N")
+    early_stopping_patience: int | None = option(
+        None, "stop after N evaluations without a better validation perplexity (default: "
+        "never)", parse=int, metavar="N")
+    weights_copy: str | None = option(
+        None, "whenever the model is saved, also write it into DIR in fp16: safetensors "
+        "shards (model-00001-of-0000N.safetensors + model.safetensors.index.json) with "
+        "config.json, vocab.txt and run.json; DIR is replaced whole each time, and loads as "
+        "a MODEL (default: none)", metavar="DIR")
+    weights_copy_shard_mib: float = option(
+        15.0, "the largest shard of --weights-copy, in MiB (a tensor larger than that gets a "
+        "shard of its own) (default 15)", parse=float, metavar="MIB")
 
     def __post_init__(self) -> None:
         self.train = [str(p) for p in self.train]

@@ -10,7 +10,7 @@ trainable parameters.) gloo on CPU, nccl on GPU.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 
 from elmo.device import resolve_device
+from elmo.errors import ElmoError
 
 # Waiting for rank 0 to scan a large corpus (vocabulary, token count) can take hours.
 PREPARE_TIMEOUT = timedelta(days=1)
@@ -50,6 +51,21 @@ class World:
         box = [obj]
         dist.broadcast_object_list(box, src=0, group=self._slow_group)
         return box[0]
+
+    def on_main(self, work: Callable[[], Any], what: str) -> Any:
+        """`work()` on rank 0 and its (picklable) result on every rank; the others wait for
+        it. An error on rank 0 (`what` it could not do) is raised on every rank."""
+        result = None
+        if self.is_main:
+            try:
+                result = work()
+            except Exception as err:
+                self.share_from_main({"error": f"rank 0 could not {what}: {err}"})
+                raise
+        shared = self.share_from_main({"result": result})
+        if "error" in shared:
+            raise ElmoError(shared["error"])
+        return shared["result"]
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-reduce sum in place (no-op alone); returns the tensor."""

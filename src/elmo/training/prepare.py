@@ -31,6 +31,7 @@ from elmo.runs import (
     changed_options,
     mark_run_folder,
 )
+from elmo.tokenize import DEFAULT_TOKENIZER
 from elmo.training.config import RESUMABLE_CHANGES, TrainConfig
 from elmo.training.saving import check_weights_copy
 from elmo.vocab import Vocabulary
@@ -45,7 +46,7 @@ class CorpusStats:
 
 def scan_corpus(
     paths: Sequence[Path],
-    tokenizer: str = "whitespace",
+    tokenizer: str = DEFAULT_TOKENIZER,
     *,
     input_format: str = "auto",
     selection: Selection = EVERY_DOCUMENT,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils import clip_grad_norm_
 
-from elmo.device import PRECISIONS
+from elmo.device import Precision
 from elmo.modules.bilm import DistinctTokens
 from elmo.modules.cuda_graphs import bucket
 from elmo.modules.language_model import BiLanguageModel
@@ -104,7 +104,7 @@ class TrainStep:
 
     def __init__(
         self, lm: BiLanguageModel, optimizer: torch.optim.Optimizer, world: World,
-        stats: StepStats, clip_norm: float, unroll_steps: int, precision: str,
+        stats: StepStats, clip_norm: float, unroll_steps: int, precision: Precision,
     ) -> None:
         self.lm, self.optimizer, self.world, self.stats = lm, optimizer, world, stats
         self.clip_norm, self.unroll_steps, self.precision = clip_norm, unroll_steps, precision
@@ -112,7 +112,7 @@ class TrainStep:
     def __call__(self, batch: BatchTensors) -> None:
         lm, device = self.lm, self.world.device
         batch = batch.to(device)  # no copy where it is there already
-        with PRECISIONS[self.precision].autocast_on(device):
+        with self.precision.autocast_on(device):
             losses = lm(batch.tokens, batch.targets, batch.mask, batch.candidates)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.total * self.unroll_steps).backward()

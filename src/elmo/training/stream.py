@@ -25,7 +25,10 @@ from elmo.data.prepared import open_corpus
 from elmo.errors import ElmoError
 from elmo.io.inputs import AUTO
 from elmo.modules.bilm import DistinctTokens
+from elmo.modules.language_model import BiLanguageModel
 from elmo.modules.softmax import SampledCandidates
+from elmo.training.config import DEFAULT_PREFETCH, TrainConfig
+from elmo.training.distributed import World
 from elmo.vocab import BOS, EOS, Vocabulary
 
 
@@ -294,3 +297,22 @@ class PreparedBatches:
                 return
             except queue.Full:
                 continue
+
+
+def training_batches(config: TrainConfig, train_files: Sequence[str], vocab: Vocabulary,
+                     lm: BiLanguageModel, world: World) -> PreparedBatches:
+    """The batches of a run for this rank: its share of `train_files` in BPTT windows, encoded
+    for `lm` (with the sampled softmax's candidates where it samples), prepared ahead by a
+    thread (`prefetch`; by default on CUDA only)."""
+    on_cuda = world.device.type == "cuda"
+    bptt = BPTTConfig(batch_size=config.batch_size, unroll_steps=config.unroll_steps,
+                      max_chars=lm.bilm.config.max_characters_per_token,
+                      shuffle_window=config.shuffle_window, seed=config.seed)
+    stream = TrainStream([Path(f) for f in train_files], config.tokenizer, vocab, bptt,
+                         world.rank, world.world_size, config.input_format,
+                         config.exclude_titles)
+    ahead = config.prefetch if config.prefetch is not None else \
+        (DEFAULT_PREFETCH if on_cuda else 0)
+    sampler = CandidateSampler(len(vocab), config.num_samples, config.seed, world.rank) \
+        if lm.softmax_mode == "sampled" else None
+    return PreparedBatches(stream, BatchEncoder(vocab, lm.bilm.indexer, on_cuda, sampler), ahead)

@@ -43,24 +43,19 @@ run counts only its own time. The learning-rate schedule still spans `max_steps`
 from __future__ import annotations
 
 import math
-import os
-import random
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from elmo.config import BiLMConfig
-from elmo.data.batching import BPTTConfig
 from elmo.data.corpus import expand_paths, iter_sentences
-from elmo.device import PRECISIONS, default_precision, tf32_allowed
+from elmo.device import PRECISIONS, default_precision
 from elmo.errors import ElmoError
 from elmo.modules.bilm import BiLM
 from elmo.modules.language_model import BiLanguageModel
@@ -82,21 +77,18 @@ from elmo.runs import (
     restore_rng,
 )
 from elmo.training.checkpoint import Checkpoint, RankState
-from elmo.training.config import DEFAULT_PREFETCH, TrainConfig
+from elmo.training.clock import RunClock
+from elmo.training.config import TrainConfig
 from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
+from elmo.training.reproducible import deterministic_algorithms, seed_everything
 from elmo.training.saving import save_language_model, write_weights_copy
 from elmo.training.step import GraphedStep, StatsReading, StepStats, TrainStep
-from elmo.training.stream import (
-    BatchEncoder,
-    BatchTensors,
-    CandidateSampler,
-    PreparedBatches,
-    TrainStream,
-)
+from elmo.training.stream import BatchTensors, PreparedBatches, training_batches
+from elmo.training.window import LogWindow
 from elmo.vocab import Vocabulary
 
 
@@ -116,35 +108,6 @@ class TrainResult:
     stopped_for_time: bool = False
 
 
-def _now() -> float:
-    """The clock of the time budget (seconds; a function so that tests can replace it)."""
-    return time.monotonic()
-
-
-@contextmanager
-def deterministic_algorithms(enabled: bool) -> Iterator[None]:
-    """Inside: `torch.use_deterministic_algorithms(True)` if `enabled` (an op without a
-    deterministic kernel then raises), with the cuBLAS workspace setting it needs on CUDA
-    (`CUBLAS_WORKSPACE_CONFIG`, unless already set; it must precede the first CUDA matmul of
-    the process). The previous setting is restored on exit."""
-    if not enabled:
-        yield
-        return
-    before = torch.are_deterministic_algorithms_enabled()
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
-
-
-def _seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
-
-
 class Trainer:
     """Runs one training job in `out_dir` (a single process, or one rank of torchrun)."""
 
@@ -154,14 +117,15 @@ class Trainer:
     ) -> None:
         self.config, self.out = config, Path(out_dir)
         self.world = world or World(device=resolve_device(config.device))
-        self.precision = config.precision or default_precision("train", self.world.device)
+        self.precision = PRECISIONS[config.precision
+                                    or default_precision("train", self.world.device)]
         self.verbose = progress and self.world.is_main
         self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
         # Held until the run ends: rank 0's claim on the run directory, the batch thread.
         self._held = ExitStack()
         self._copy_reported = False  # the weights copy's size, said once
         self._bar: tqdm | None = None
-        # Built by `_setup` from the prepared run, the same for the whole run:
+        # Built by `setup` from the prepared run, the same for the whole run:
         self.vocab: Vocabulary
         self.steps_per_epoch: int
         self.total_steps: int
@@ -173,40 +137,22 @@ class Trainer:
         self.batches: PreparedBatches
         self.stats: StepStats  # the step's sums on the device
         self.train_step: Callable[[BatchTensors], None]  # a TrainStep, graphed on CUDA
-        # Where training stands; `_setup` sets it from the checkpoint when resuming:
+        # Where training stands; `setup` sets it from the checkpoint when resuming:
         self.step = 0
         self.best: float | None = None  # the best validation perplexity
         self.bad_evals = 0  # validations since the best
         self.last_checkpoint: int | None = None  # its step
-        self.resumed_window: dict[str, float] = {}  # the checkpoint's `_Window.state()`
-        # Set by `_run` at this process's first step:
-        self.window: _Window  # the steps and throughput since the last log line
-        self._started: float  # `_now()` then: the start of the time budget
-        self._wall_start: float  # `time.monotonic()` then: the metrics' minutes
-        self._clock: float  # `_now()` at the last step that asked
+        self.resumed_window: dict[str, float] = {}  # the checkpoint's `LogWindow.state()`
+        # Set by `train` at this process's first step:
+        self.window: LogWindow  # the steps and throughput since the last log line
+        self.clock = RunClock()  # the time budget, timed checkpoints, the metrics' minutes
         self._read_upto: int  # the last step whose sums were read back from the device
-        self._saved_at: float  # `_clock` at the last checkpoint
 
     # ---- setup ----------------------------------------------------------------------
 
     def _say(self, message: str) -> None:
         if self.verbose:
             (self._bar.write if self._bar else print)(f"elmo train: {message}", file=sys.stderr)
-
-    def _on_main(self, work: Callable[[], Any], what: str) -> Any:
-        """`work()` on rank 0 and its (picklable) result on every rank; the others wait for
-        it. An error on rank 0 is raised on every rank."""
-        result = None
-        if self.world.is_main:
-            try:
-                result = work()
-            except Exception as err:
-                self.world.share_from_main({"error": f"rank 0 could not {what}: {err}"})
-                raise
-        shared = self.world.share_from_main({"result": result})
-        if "error" in shared:
-            raise ElmoError(shared["error"])
-        return shared["result"]
 
     def _prepare(self) -> PreparedRun:
         """Rank 0 claims the directory (held until the run ends), checks it and scans the
@@ -217,13 +163,13 @@ class Trainer:
                               marked=marked, progress=self.verbose)
             return {"info": run.info.to_dict(), "words": run.vocab.words, "fresh": run.fresh}
 
-        shared = self._on_main(prepare, "prepare")
+        shared = self.world.on_main(prepare, "prepare")
         return PreparedRun(RunInfo.from_dict(shared["info"]), Vocabulary(shared["words"]),
                            shared["fresh"])
 
-    def _setup(self, prepared: PreparedRun) -> Checkpoint | None:
-        """Build the model, its optimizer and the batches of `prepared`, and restore where
-        training stands from the checkpoint if there is one; returns that checkpoint."""
+    def _build(self, prepared: PreparedRun, ckpt: Checkpoint | None) -> None:
+        """The model (a new one, or the checkpoint's), its optimizer, the batches of
+        `prepared` and the step (graphed on CUDA)."""
         cfg, world, info = self.config, self.world, prepared.info
         self.vocab = prepared.vocab
         tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
@@ -233,10 +179,7 @@ class Trainer:
         )
         self.unfreeze_every = (cfg.unfreeze_every or self.steps_per_epoch) \
             if cfg.gradual_unfreeze else None
-        ckpt_path = self.out / CHECKPOINT_NAME
-        ckpt = Checkpoint.load(ckpt_path) if ckpt_path.exists() else None
-
-        _seed_everything(cfg.seed)  # the same initial weights on every rank
+        seed_everything(cfg.seed)  # the same initial weights on every rank
         if ckpt is None:
             lm = build_language_model(cfg, self.vocab)
         else:
@@ -251,35 +194,23 @@ class Trainer:
                                            cfg.discriminative_lr)
         param_groups = [{"params": g.params, "lr": lr, "name": g.name}
                         for g, lr in zip(self.groups, self.base_lrs, strict=True)]
-        on_cuda = world.device.type == "cuda"
-        graphs = cfg.cuda_graphs and on_cuda
+        graphs = cfg.cuda_graphs and world.device.type == "cuda"
         self.optimizer = build_optimizer(cfg.optimizer, param_groups, cfg.learning_rate,
                                          world.device, capturable=graphs)
-
-        bptt = BPTTConfig(batch_size=cfg.batch_size, unroll_steps=cfg.unroll_steps,
-                          max_chars=lm.bilm.config.max_characters_per_token,
-                          shuffle_window=cfg.shuffle_window, seed=cfg.seed)
-        stream = TrainStream([Path(f) for f in info.train_files], cfg.tokenizer, self.vocab,
-                             bptt, world.rank, world.world_size, cfg.input_format,
-                             cfg.exclude_titles)
-        ahead = cfg.prefetch if cfg.prefetch is not None else (DEFAULT_PREFETCH if on_cuda else 0)
-        sampler = CandidateSampler(len(self.vocab), cfg.num_samples, cfg.seed, world.rank) \
-            if lm.softmax_mode == "sampled" else None
-        encoder = BatchEncoder(self.vocab, self.lm.bilm.indexer, on_cuda, sampler)
-        self.batches = PreparedBatches(stream, encoder, ahead)
+        self.batches = training_batches(cfg, info.train_files, self.vocab, self.lm, world)
         self._held.callback(self.batches.close)
         self.stats = StepStats(world.device)
         step = TrainStep(self.lm, self.optimizer, world, self.stats, cfg.clip_norm,
                          cfg.unroll_steps, self.precision)
         self.train_step = GraphedStep(step, self.batches.quiet) if graphs else step
-        if prepared.fresh:  # everything that could fail before training did not
-            self._on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
-        if ckpt is None:
-            _seed_everything(cfg.seed + world.rank)  # dropout and sampling differ per rank
-            return None
+
+    def _restore(self, ckpt: Checkpoint) -> None:
+        """Where training stands, from the checkpoint: the optimizer, this rank's batches,
+        LSTM states and random generators, the step, the best validation."""
+        world = self.world
         if len(ckpt.ranks) != world.world_size:
-            raise ElmoError(f"{ckpt_path} holds {len(ckpt.ranks)} rank(s), this run has "
-                            f"{world.world_size}")
+            raise ElmoError(f"{self.out / CHECKPOINT_NAME} holds {len(ckpt.ranks)} rank(s), "
+                            f"this run has {world.world_size}")
         load_optimizer_state(self.optimizer, ckpt.optimizer)
         mine = ckpt.ranks[world.rank]
         self.batches.load_state_dict(mine.stream, ckpt.step)
@@ -296,50 +227,65 @@ class Trainer:
             self._say(f"warning: the checkpoint was written with {ckpt.threads} torch threads, "
                       f"this process has {threads}: the run goes on, but not bit-identical to "
                       f"an uninterrupted one (--threads {ckpt.threads} would be)")
-        return ckpt
 
-    # ---- the run --------------------------------------------------------------------
+    # ---- the run: setup, train, finish ---------------------------------------------
 
     def run(self) -> TrainResult:
-        """Train to the end (or resume and finish); returns where it stopped."""
-        with (deterministic_algorithms(self.config.deterministic),
-              tf32_allowed(PRECISIONS[self.precision].tf32), self._held):
-            return self._run()
+        """Train to the end (or resume and finish); returns where it stopped. The run's
+        precision holds throughout (its TF32 switches; its autocast in each step's forward
+        pass), restored on exit."""
+        with (deterministic_algorithms(self.config.deterministic), self.precision.switches(),
+              self._held):
+            resumed = self.setup()
+            if self.step >= self.total_steps or self._patience_spent():
+                self._say(f"the run in {self.out} is already finished (step {self.step:,})")
+                return TrainResult(self.out, self.step, self.total_steps, self.best, None,
+                                   self._patience_spent())
+            return self.train(resumed)
 
-    def _run(self) -> TrainResult:
-        ckpt = self._setup(self._prepare())
+    def setup(self) -> Checkpoint | None:
+        """Prepare the run directory and corpus, build the model, its optimizer and batches,
+        and restore where training stands; returns the checkpoint resumed from, if any."""
+        prepared = self._prepare()
+        ckpt_path = self.out / CHECKPOINT_NAME
+        ckpt = Checkpoint.load(ckpt_path) if ckpt_path.exists() else None
+        self._build(prepared, ckpt)
+        if prepared.fresh:  # everything that could fail before training did not
+            self.world.on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
+        if ckpt is None:
+            seed_everything(self.config.seed + self.world.rank)  # dropout, sampling per rank
+        else:
+            self._restore(ckpt)
         if self.world.is_main:  # forget what a killed run logged after its last checkpoint
             self.metrics.truncate_after(self.step)
+        return ckpt
+
+    def train(self, resumed: Checkpoint | None) -> TrainResult:
+        """Train from `self.step` until the end, the time budget or early stopping."""
         cfg = self.config
-        stopped_early = self._patience_spent()
-        if self.step >= self.total_steps or stopped_early:
-            self._say(f"the run in {self.out} is already finished (step {self.step:,})")
-            return TrainResult(self.out, self.step, self.total_steps, self.best, None,
-                               stopped_early)
-        if ckpt is not None:
-            self._say(f"resuming from step {ckpt.step:,} of {self.total_steps:,}")
+        if resumed is not None:
+            self._say(f"resuming from step {resumed.step:,} of {self.total_steps:,}")
         else:
             self._say(f"training {self.total_steps:,} steps "
                       f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
-        if not PRECISIONS[self.precision].applies_on(self.world.device):
-            self._say(f"--precision {self.precision} has no effect on "
+        if not self.precision.applies_on(self.world.device):
+            self._say(f"--precision {self.precision.name} has no effect on "
                       f"{self.world.device.type}: the run computes in fp32")
         last_valid = None
         self._bar = tqdm(total=self.total_steps, initial=self.step, desc="training",
                          unit="step", disable=not self.verbose, dynamic_ncols=True)
         self.stats.steps.fill_(self.step)
         self._read_upto = self.step  # the last step read back from the device
-        self.window = _Window(self.stats, self.world.is_main, **self.resumed_window)
-        self._started = self._saved_at = self._clock = _now()
-        self._wall_start = time.monotonic()  # for the metrics' minutes, apart from the budget
-        out_of_time = False
+        self.window = LogWindow(self.stats, self.world.is_main, **self.resumed_window)
+        self.clock.start()
+        stopped_early = out_of_time = False
         with self._bar:
             while not (stopped_early or out_of_time) and self.step < self.total_steps:
                 self.window.add(self._train_step(next(self.batches)))
                 self.step += 1
                 self._bar.update(1)
                 end = self.step >= self.total_steps
-                out_of_time, checkpoint_due = self._timers(end)
+                out_of_time, checkpoint_due = self.clock.due(cfg, self.world, end)
                 stop = end or out_of_time
                 log = self.step % cfg.log_every == 0 or stop
                 validate = cfg.valid is not None and (self.step % cfg.eval_every == 0 or stop)
@@ -348,7 +294,7 @@ class Trainer:
                     self._read_window()
                 if log:
                     self._log_train(self.window)
-                    self.window = _Window(self.stats, self.world.is_main)
+                    self.window = LogWindow(self.stats, self.world.is_main)
                 if validate:
                     with self.window.paused():  # tokens/s counts training time only
                         last_valid = self._evaluate()
@@ -356,9 +302,14 @@ class Trainer:
                 if save or stopped_early:
                     self._checkpoint(finished=end or stopped_early)
         self._bar = None
+        return self.finish(last_valid, stopped_early, out_of_time)
+
+    def finish(self, last_valid: PerplexityTotals | None, stopped_early: bool,
+               out_of_time: bool) -> TrainResult:
+        """Say why the run stopped; where it stands."""
         if out_of_time:
             self._say(f"stopped at step {self.step:,} of {self.total_steps:,}: the time budget "
-                      f"of {cfg.max_minutes:g} minutes is spent (run the same command to "
+                      f"of {self.config.max_minutes:g} minutes is spent (run the same command to "
                       "train for another budget)")
         if stopped_early:
             self._say(f"stopped early at step {self.step:,}: no better validation perplexity "
@@ -366,25 +317,6 @@ class Trainer:
         self._say(f"done: the model is in {self.out}")
         return TrainResult(self.out, self.step, self.total_steps, self.best, last_valid,
                            stopped_early, out_of_time)
-
-    def _timers(self, end: bool) -> tuple[bool, bool]:
-        """After a step: whether this process's training time reached `max_minutes` (not
-        asked at the end), and whether `checkpoint_minutes` passed since the last checkpoint.
-        True on any rank means True on all, so that all ranks act at the same step."""
-        cfg = self.config
-        if cfg.max_minutes is None and cfg.checkpoint_minutes is None:
-            return False, False
-        self._clock = _now()
-        flags = torch.tensor([
-            not end and cfg.max_minutes is not None
-            and self._clock - self._started >= 60.0 * cfg.max_minutes,
-            cfg.checkpoint_minutes is not None
-            and self._clock - self._saved_at >= 60.0 * cfg.checkpoint_minutes,
-        ], dtype=torch.float32)  # on the host: alone, no device is waited for
-        if self.world.distributed:
-            flags = self.world.sum(flags.to(self.world.device))
-        out_of_time, checkpoint_due = (flags > 0).tolist()
-        return out_of_time, checkpoint_due
 
     def _patience_spent(self) -> bool:
         patience = self.config.early_stopping_patience
@@ -420,7 +352,7 @@ class Trainer:
                 f"was saved after it; {saved}. "
                 "Lower --lr (or --clip-norm) and run the same command to resume from it.")
 
-    def _log_train(self, window: _Window) -> None:
+    def _log_train(self, window: LogWindow) -> None:
         loss_f, loss_b, tokens_per_s = window.summary()
         lr = self.optimizer.param_groups[-1]["lr"]
         record = {
@@ -428,17 +360,13 @@ class Trainer:
             "train_loss": 0.5 * (loss_f + loss_b),
             "train_ppl_forward": math.exp(loss_f), "train_ppl_backward": math.exp(loss_b),
             "train_ppl": math.exp(0.5 * (loss_f + loss_b)),
-            "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "minutes": self._minutes(),
+            "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "minutes": self.clock.minutes(),
         }
         if self.world.is_main:
             self.metrics.append(record)
         self._bar.set_postfix(loss=f"{record['train_loss']:.3f}",
                               ppl=f"{record['train_ppl']:.1f}", tok_s=f"{tokens_per_s:,.0f}",
                               refresh=False)
-
-    def _minutes(self) -> float:
-        """Wall-clock minutes since this process's first step (a resumed run starts at 0)."""
-        return round((time.monotonic() - self._wall_start) / 60.0, 3)
 
     def _evaluate(self) -> PerplexityTotals:
         """Validation perplexity (each rank scores its share); keeps the best model."""
@@ -463,7 +391,7 @@ class Trainer:
                 "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 4),
                 "valid_ppl_forward": totals.forward, "valid_ppl_backward": totals.backward,
                 "valid_ppl": totals.average, "best_valid_ppl": self.best,
-                "minutes": self._minutes(),
+                "minutes": self.clock.minutes(),
             })
         self._say(f"step {self.step:,}: validation perplexity {totals.average:.2f} "
                   f"(forward {totals.forward:.2f}, backward {totals.backward:.2f})")
@@ -507,51 +435,7 @@ class Trainer:
                 threads=torch.get_num_threads(),
             ).save(self.out / CHECKPOINT_NAME)
         self.last_checkpoint = self.step
-        self._saved_at = self._clock
-
-
-class _Window:
-    """The steps since the last log line: their losses, summed on the device (`StepStats`)
-    and read back (`reading`) before a log line, a validation or a checkpoint; this process's
-    throughput. The losses resume from a checkpoint's `state()` (held by rank 0: they are the
-    sums over every rank); the clock and token count start anew."""
-
-    def __init__(self, stats: StepStats, main: bool, sum_f: float = 0.0, sum_b: float = 0.0,
-                 steps: int = 0) -> None:
-        if main:
-            stats.start_window(sum_f, sum_b)
-        else:
-            stats.start_window()
-        self.start = time.perf_counter()
-        self.steps = steps
-        self.tokens = 0  # predicted by this rank
-        self.reading = StatsReading(sum_f, sum_b, 0)  # the last read back
-
-    def state(self) -> dict[str, float]:
-        """What a checkpoint keeps (right after a reading)."""
-        return {"sum_f": self.reading.sum_forward, "sum_b": self.reading.sum_backward,
-                "steps": self.steps}
-
-    def add(self, n_tokens: int) -> None:
-        self.steps += 1
-        self.tokens += n_tokens
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """The time spent inside is left out of the throughput."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.start += time.perf_counter() - start
-
-    def summary(self) -> tuple[float, float, float]:
-        """Mean forward loss, mean backward loss, tokens per second (of every rank), as of
-        the last reading."""
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        reading = self.reading
-        return (reading.sum_forward / self.steps, reading.sum_backward / self.steps,
-                reading.tokens / elapsed)
+        self.clock.checkpointed()
 
 
 def train(config: TrainConfig, out_dir: str | Path, progress: bool = True) -> TrainResult:

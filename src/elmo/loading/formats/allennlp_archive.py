@@ -26,11 +26,23 @@ from typing import Any
 
 import torch
 
-from elmo.config import BiLMConfig
-from elmo.errors import ElmoError
-from elmo.loading.formats.allennlp import DIRECTIONS, LSTM, TOKEN_EMBEDDER, from_allennlp
+from elmo.config import BiLMConfig, ConfigFieldError
+from elmo.errors import ModelFileError
+from elmo.loading.formats.allennlp import (
+    DIRECTIONS,
+    LSTM,
+    TOKEN_EMBEDDER,
+    from_allennlp,
+    to_allennlp,
+)
 from elmo.loading.formats.bilm_tf import read_options
-from elmo.loading.formats.untrusted import check_torch_file, named_file, read_json
+from elmo.loading.formats.untrusted import (
+    check_torch_file,
+    checked_tensor,
+    named_file,
+    own_file,
+    read_json,
+)
 from elmo.loading.releases import RELEASED_MODELS
 from elmo.modules.bilm import BiLM
 
@@ -44,7 +56,7 @@ CHAR_EMBEDDING = TOKEN_EMBEDDER + "_char_embedding_weights"  # marks an Elmo: (2
 RELEASED_OPTIONS = {m.options_url.rsplit("/", 1)[-1] for m in RELEASED_MODELS.values()}
 
 
-class ArchiveFormatError(ElmoError, ValueError):
+class ArchiveFormatError(ModelFileError):
     """An AllenNLP archive without an ELMo biLM, or with one that cannot be read."""
 
 
@@ -67,11 +79,21 @@ def load_allennlp_archive(directory: str | Path) -> BiLM:
     """The biLM of the ELMo token embedder in an unpacked AllenNLP archive (or of the `Elmo`
     whose `weights.th` the directory holds alone), in eval mode."""
     directory = Path(directory)
-    state = bilm_state(_read_weights(directory / WEIGHTS_NAME), directory / WEIGHTS_NAME)
-    config = _options(directory, state) if (directory / CONFIG_NAME).is_file() else \
+    weights = own_file(directory, WEIGHTS_NAME)
+    state = bilm_state(_read_weights(weights), weights)
+    config = _options(directory, state) if own_file(directory, CONFIG_NAME).is_file() else \
         _options_beside(directory, state)
     try:
         model = BiLM(config)
+        expected = to_allennlp(model.state_dict())  # the layout's names and shapes
+    except ValueError as err:
+        raise ArchiveFormatError(f"{weights}: options {config} make no biLM: {err}") from None
+    for key, tensor in state.items():
+        if key not in expected:
+            raise ArchiveFormatError(f"{weights}: unknown AllenNLP biLM tensor {key!r}")
+        checked_tensor(tensor, key, tuple(expected[key].shape), str(weights),
+                       "the architecture", ArchiveFormatError)
+    try:
         model.load_state_dict(from_allennlp(state))
     except (ValueError, RuntimeError) as err:
         raise ArchiveFormatError(f"{directory / WEIGHTS_NAME}: its ELMo biLM does not fit the "
@@ -102,8 +124,13 @@ def bilm_state(state: dict[str, Any], where: Path) -> dict[str, torch.Tensor]:
         raise ArchiveFormatError(f"{where} should hold one ELMo biLM (a key ending in "
                                  f"{CHAR_EMBEDDING!r}); found {found}")
     start = starts[0]
-    return {key.removeprefix(start): tensor for key, tensor in state.items()
+    bilm = {key.removeprefix(start): tensor for key, tensor in state.items()
             if key.startswith(start + TOKEN_EMBEDDER) or key.startswith(start + LSTM)}
+    odd = next((key for key, value in bilm.items() if not isinstance(value, torch.Tensor)), None)
+    if odd is not None:
+        raise ArchiveFormatError(f"{where}: {odd!r} holds a value of type "
+                                 f"{type(bilm[odd]).__name__}, not a tensor")
+    return bilm
 
 
 def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
@@ -113,8 +140,8 @@ def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
     if not named:
         raise ArchiveFormatError(f"{config_path} names no options_file (an ELMo token "
                                  "embedder's); is this an AllenNLP model with ELMo?")
-    archived = _read_json(directory / FILES_TO_ARCHIVE) \
-        if (directory / FILES_TO_ARCHIVE).is_file() else {}
+    archived = _read_json(own_file(directory, FILES_TO_ARCHIVE)) \
+        if own_file(directory, FILES_TO_ARCHIVE).is_file() else {}
     for key, value in named:
         name = value.replace("\\", "/").rsplit("/", 1)[-1]
         where = f"{config_path}: {key}"
@@ -138,7 +165,7 @@ def _options(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
 def _options_beside(directory: Path, state: dict[str, torch.Tensor]) -> BiLMConfig:
     """The architecture of a `weights.th` that came without `config.json`: the options file
     beside it, else a released model's, with a warning (clipping is not in the weights)."""
-    if (directory / OPTIONS_NAME).is_file():
+    if own_file(directory, OPTIONS_NAME).is_file():
         return _read_options(directory / OPTIONS_NAME)
     warnings.warn(f"{directory / WEIGHTS_NAME} came without options: sizes read from its "
                   "tensors, ReLU, clipping at 3 and skip connections assumed, as in every "
@@ -200,6 +227,9 @@ def released_config(state: dict[str, torch.Tensor]) -> BiLMConfig:
                           if key.startswith(f"{LSTM}{DIRECTIONS[0]}_layer_")}),
             cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu",
             dropout=0.0)
+    except ConfigFieldError as err:
+        raise ArchiveFormatError(f"the sizes of the ELMo biLM's tensors make no biLM: {err}") \
+            from None
     except (KeyError, IndexError, ValueError) as err:
         raise ArchiveFormatError(f"the ELMo biLM of the weights lacks the tensor {err} of the "
                                  "released layout") from None

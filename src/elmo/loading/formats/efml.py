@@ -28,8 +28,11 @@ from elmo.errors import ModelFileError
 from elmo.loading.formats.untrusted import (
     MAX_VOCABULARY_BYTES,
     check_torch_file,
+    checked_tensor,
     named_file,
+    own_file,
     read_json,
+    read_text,
     weights_bytes,
 )
 from elmo.modules.bilm import BiLM
@@ -94,7 +97,7 @@ def read_network_config(model_dir: str | Path) -> tuple[dict[str, Any], str]:
     the model directory is read (`untrusted.named_file`).
     """
     model_dir = Path(model_dir)
-    options = _read_json(model_dir / CONFIG_NAME)
+    options = _read_json(own_file(model_dir, CONFIG_NAME))
     given = options.get("config_path")
     if not isinstance(given, str) or not given:
         raise EfmlFormatError(f"{model_dir / CONFIG_NAME} has no config_path naming the "
@@ -182,14 +185,9 @@ def read_dic(path: Path) -> list[str]:
     """A `token<TAB>id` file -> tokens by id. A line left with one field after stripping had
     white space for its token: it is the full-width space U+3000, as the package reads it."""
     try:
-        if path.stat().st_size > MAX_VOCABULARY_BYTES:
-            raise EfmlFormatError(f"{path} is {path.stat().st_size:,} bytes, more than the "
-                                  f"{MAX_VOCABULARY_BYTES:,} a vocabulary may take")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_VOCABULARY_BYTES, "a vocabulary", EfmlFormatError)
     except FileNotFoundError:
         raise EfmlFormatError(f"{path} is missing (the model's config needs it)") from None
-    except UnicodeDecodeError as err:
-        raise EfmlFormatError(f"{path} is not UTF-8 text: {err}") from err
     by_id: dict[int, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.strip().split("\t")
@@ -201,8 +199,8 @@ def read_dic(path: Path) -> list[str]:
             token, index = fields
             by_id[int(index)] = token
         except ValueError:
-            raise EfmlFormatError(f"{path}, line {number}: expected 'token<TAB>id', got "
-                                  f"{line[:60]!r}") from None
+            raise EfmlFormatError(f"{path}, line {number}: expected 'token<TAB>id' (an "
+                                  "ELMoForManyLangs dictionary)") from None
     if sorted(by_id) != list(range(len(by_id))):
         raise EfmlFormatError(f"{path}: the ids should be 0 .. {len(by_id) - 1}, each once")
     return [by_id[i] for i in range(len(by_id))]
@@ -279,11 +277,7 @@ def _take(state: dict[str, torch.Tensor], name: str, shape: tuple[int, ...], pat
     if name not in state:
         raise EfmlFormatError(f"{path} lacks tensor {name!r} (expected shape {shape} from "
                               f"{where})")
-    tensor = state[name].float()
-    if tuple(tensor.shape) != shape:
-        raise EfmlFormatError(f"{path}: tensor {name!r} has shape {tuple(tensor.shape)}, but "
-                              f"{where} describes {shape}; are they from the same model?")
-    return tensor
+    return checked_tensor(state[name], name, shape, str(path), where, EfmlFormatError).float()
 
 
 def _efml_gates(tensor: torch.Tensor) -> torch.Tensor:
@@ -297,15 +291,16 @@ def load_efml(model_dir: str | Path) -> BiLM:
     """Build a BiLM (eval mode) from an ELMoForManyLangs model directory."""
     model_dir = Path(model_dir)
     network, where = read_network_config(model_dir)
-    chars = read_dic(model_dir / CHAR_DIC)
+    chars = read_dic(own_file(model_dir, CHAR_DIC))
     embedder = network.get("token_embedder")
     word_dim = embedder.get("word_dim", 0) if isinstance(embedder, dict) else 0
-    words = read_dic(model_dir / WORD_DIC) if isinstance(word_dim, int) and word_dim > 0 else []
+    with_words = isinstance(word_dim, int) and word_dim > 0
+    words = read_dic(own_file(model_dir, WORD_DIC)) if with_words else []
     config = network_to_config(network, chars, words, where)
     max_bytes = weights_bytes(config.n_parameters)
     model = BiLM(config)
     enc, c = model.token_encoder, config
-    embedder_path, encoder_path = model_dir / TOKEN_EMBEDDER, model_dir / ENCODER
+    embedder_path, encoder_path = (own_file(model_dir, n) for n in (TOKEN_EMBEDDER, ENCODER))
     state = load_state(embedder_path, max_bytes)
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:

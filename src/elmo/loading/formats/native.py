@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from elmo.config import BiLMConfig
 from elmo.errors import ModelFileError, ModelNotFoundError
 from elmo.io.atomic import atomic_output, atomic_write_text
-from elmo.loading.formats.untrusted import MAX_VOCABULARY_BYTES, read_json
+from elmo.loading.formats.untrusted import MAX_VOCABULARY_BYTES, own_file, read_json
 from elmo.modules.bilm import BiLM
 from elmo.modules.quantize import check_savable
 
@@ -136,7 +136,7 @@ def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
             f"{model_dir} is not a model directory: it needs {CONFIG_NAME} and {WEIGHTS_NAME} "
             f"(or {INDEX_NAME} and its shards)"
         )
-    config_path = model_dir / CONFIG_NAME
+    config_path = own_file(model_dir, CONFIG_NAME)
     data = read_json(config_path, max_bytes=MAX_VOCABULARY_BYTES)  # it may list vocabularies
     try:
         if not isinstance(data, dict):
@@ -165,9 +165,10 @@ def load_native(model_dir: str | Path) -> tuple[BiLM, dict[str, torch.Tensor]]:
 def _read_tensors(model_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """The tensors of `model_dir`'s `model.safetensors`, or of the shards its index names;
     and the file that lists them (for messages)."""
-    if (model_dir / WEIGHTS_NAME).is_file():
-        return _load_file(model_dir / WEIGHTS_NAME), model_dir / WEIGHTS_NAME
-    index_path = model_dir / INDEX_NAME
+    weights = own_file(model_dir, WEIGHTS_NAME)
+    if weights.is_file():
+        return _load_file(weights), weights
+    index_path = own_file(model_dir, INDEX_NAME)
     try:
         weight_map = read_json(index_path)["weight_map"]
         shards = sorted(set(weight_map.values()))
@@ -179,7 +180,7 @@ def _read_tensors(model_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
         if not isinstance(shard, str) or Path(shard).name != shard:
             raise ModelFileError(f"{index_path} names the shard {shard!r}: shards must be "
                                  f"files beside it")
-        if not (model_dir / shard).is_file():
+        if not own_file(model_dir, shard).is_file():
             raise ModelFileError(f"{index_path} names the shard {shard}, which is missing; "
                                  "copy the whole model directory")
         tensors.update(_load_file(model_dir / shard))

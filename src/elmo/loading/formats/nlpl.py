@@ -21,6 +21,7 @@ from elmo.errors import ModelFileError
 from elmo.loading.formats.bilm_tf import load_bilm_tf, parse_options, read_weights
 from elmo.loading.formats.untrusted import (
     MAX_CONFIG_BYTES,
+    own_file,
     read_json,
     read_zip_member,
     weights_bytes,
@@ -61,7 +62,7 @@ def load_nlpl(path: str | Path) -> BiLM:
     """The biLM of an NLPL model: a ZIP archive (read in memory) or its extracted directory."""
     path = Path(path)
     if path.is_dir():
-        return load_bilm_tf(path / OPTIONS_NAME, path / WEIGHTS_NAME)
+        return load_bilm_tf(own_file(path, OPTIONS_NAME), own_file(path, WEIGHTS_NAME))
     with _open_archive(path) as archive:
         if not holds_nlpl(archive.namelist()):
             raise ModelFileError(f"{path} holds no NLPL model ({LAYOUT}); found "

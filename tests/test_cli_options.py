@@ -1,0 +1,40 @@
+"""The options of `elmo train` and `elmo analyze`, made from the records that own them, are
+the ones these commands had when they were written by hand (tests/cli_options.json, written by
+`python -m tests.helpers.cli_options` from those parsers): names, defaults, choices, how values
+are read, groups, order and help."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elmo.loading.formats.registry import FORMATS
+from tests.helpers.cli_options import FIXTURE, command_options
+
+BEFORE = json.loads(FIXTURE.read_text(encoding="utf-8"))
+NOW = command_options()
+# Help changed on purpose: --model listed 3 of the model formats by hand; it names them all.
+MODEL_HELP = {("analyze wsd", "--model"), ("analyze neighbours", "--model"),
+              ("analyze probe", "--model")}
+
+
+def test_the_same_commands():
+    assert list(NOW) == list(BEFORE)
+
+
+@pytest.mark.parametrize("command", list(BEFORE))
+def test_options_unchanged(command):
+    before, now = BEFORE[command], NOW[command]
+    assert list(now) == list(before)  # the same options, in the same order
+    for name, option in before.items():
+        changed = {"help"} if (command, name) in MODEL_HELP else set()
+        assert {k: v for k, v in now[name].items() if k not in changed} == \
+            {k: v for k, v in option.items() if k not in changed}, name
+
+
+@pytest.mark.parametrize("command, name", sorted(MODEL_HELP))
+def test_model_help_names_every_format(command, name):
+    help = NOW[command][name]["help"]
+    assert all(f.name in help for f in FORMATS.values()), help
+    assert "(default: default, the shipped model)" in help
