@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from elmo import Embedder, save_pretrained
+from elmo import Embedder, device, save_pretrained
 from elmo.analysis import plots
 from elmo.cli import main
 from elmo.device import ThreadChoice, default_threads
@@ -200,21 +200,33 @@ def test_perplexity_help_says_a_shipped_name_works(capsys):
     assert "a shipped name (default, default-zh), a directory written by `elmo train`" in helps
 
 
-@pytest.mark.parametrize(("cores", "load", "small", "want"), [
-    (2, 0.2, False, ThreadChoice(None)),  # idle: torch's choice, one per core
-    (2, 1.7, False, 1), (8, 3.2, False, 5), (2, 9.0, False, 1),  # busy: the idle cores
-    (2, 0.2, True, ThreadChoice(1))])  # task, analyze: one thread
-def test_the_default_threads_are_the_idle_cores_at_start(monkeypatch, cores, load, small,
-                                                          want):
+def machine(monkeypatch, tmp_path, cores: int, load: float, runnable: int) -> None:
+    """A host of `cores` cores, a 1-minute load average `load` and `runnable` processes
+    runnable now besides this one."""
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"{load} {load} {load} {runnable + 1}/300 4242\n")
+    monkeypatch.setattr(device, "LOADAVG", str(loadavg))
+
+
+@pytest.mark.parametrize(("cores", "load", "runnable", "small", "want"), [
+    (2, 0.2, 0, False, ThreadChoice(None)),  # idle: torch's choice, one per core
+    (2, 0.8, 0, False, ThreadChoice(None)),  # the load a command that just ended left
+    (2, 1.7, 3, False, (1.7, 1)), (8, 3.2, 5, False, (3.2, 5)),  # busy: the idle cores
+    (2, 9.0, 1, False, (1.0, 1)),  # no more busy than the processes runnable now
+    (2, 0.2, 0, True, ThreadChoice(1))])  # task, analyze: one thread
+def test_the_default_threads_are_the_idle_cores_at_start(monkeypatch, tmp_path, cores, load,
+                                                          runnable, small, want):
+    machine(monkeypatch, tmp_path, cores, load, runnable)
     got = default_threads(small_model=small)
-    if isinstance(want, int):
-        assert got == ThreadChoice(want, f"the machine is busy (load average {load:.1f} on "
-                                         f"{cores} cores): using {want} thread"
-                                         f"{'s' * (want > 1)}, as more would wait on each "
-                                         "other; --threads N to choose")
+    if isinstance(want, tuple):
+        busy, threads = want
+        assert got == ThreadChoice(threads, f"the machine is busy (other work keeps {busy:.1f} "
+                                            f"of its {cores} cores busy): using {threads} "
+                                            f"thread{'s' * (threads > 1)}, as more would wait "
+                                            "on each other; --threads N to choose")
     else:
         assert got == want
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's: torch follows it
@@ -223,9 +235,7 @@ def test_the_default_threads_are_the_idle_cores_at_start(monkeypatch, cores, loa
 
 def test_a_command_on_a_busy_machine_says_so_and_uses_the_idle_cores(
         tmp_path, model_dir, monkeypatch, capsys):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 2.0, 1.0))
+    machine(monkeypatch, tmp_path, 2, 2.6, 4)
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
     argv = ["embed", str(model_dir), str(tmp_path / "in.txt"), str(tmp_path / "o.hdf5"),
             "--overwrite"]
@@ -234,8 +244,8 @@ def test_a_command_on_a_busy_machine_says_so_and_uses_the_idle_cores(
         torch.set_num_threads(2)
         assert main(argv) == 0
         assert torch.get_num_threads() == 1
-        assert "elmo: note: the machine is busy (load average 2.6 on 2 cores): using 1 " \
-            "thread" in capsys.readouterr().err
+        assert "elmo: note: the machine is busy (other work keeps 2.6 of its 2 cores busy): " \
+            "using 1 thread" in capsys.readouterr().err
         torch.set_num_threads(2)
         assert main(["--threads", "2", *argv]) == 0  # told: no note, as told
         assert torch.get_num_threads() == 2 and "busy" not in capsys.readouterr().err

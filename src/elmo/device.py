@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,6 +38,9 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0,
     return resolved
 
 
+LOADAVG = "/proc/loadavg"  # Linux: the load averages and the processes runnable now
+
+
 @dataclass(frozen=True)
 class ThreadChoice:
     """The torch threads of a command not told how many: `threads` (None: torch's own
@@ -47,24 +51,37 @@ class ThreadChoice:
 
 
 def default_threads(small_model: bool = False) -> ThreadChoice:
-    """One thread per idle core at start: the cores this process may use less the load
-    average of the last minute, rounded (at least one); on an idle machine, torch's choice
-    (one per core). A thread on a busy core makes torch's threads wait on each other, which
-    can slow a run ten times or more (docs/robustness.md), so a busy machine gets fewer
+    """One thread per idle core at start: the cores this process may use less those other
+    work keeps busy (`busy_cores`), rounded (at least one); on an idle machine, torch's
+    choice (one per core). A thread on a busy core makes torch's threads wait on each other,
+    which can slow a run ten times or more (docs/robustness.md), so a busy machine gets fewer
     threads and a note that says so. `small_model`: one thread (a small model gains nothing
     from more). With OMP_NUM_THREADS set, torch's choice (which follows it)."""
     if "OMP_NUM_THREADS" in os.environ:
         return ThreadChoice(None)
     if small_model:
         return ThreadChoice(1)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    idle = max(1, round((cores or 1) - load))
-    if idle >= (cores or 1):
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count()) or 1
+    busy = busy_cores()
+    idle = max(1, round(cores - busy))
+    if idle >= cores:
         return ThreadChoice(None)
-    return ThreadChoice(idle, f"the machine is busy (load average {load:.1f} on {cores} "
-                              f"cores): using {idle} thread{'s' * (idle > 1)}, as more would "
-                              "wait on each other; --threads N to choose")
+    return ThreadChoice(idle, f"the machine is busy (other work keeps {busy:.1f} of its "
+                              f"{cores} cores busy): using {idle} thread{'s' * (idle > 1)}, "
+                              "as more would wait on each other; --threads N to choose")
+
+
+def busy_cores() -> float:
+    """How many cores other work keeps busy: the load average of the last minute, but no
+    more than the processes runnable now besides this one (where /proc/loadavg tells them),
+    so that what a command that just ended left in the average does not count."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    try:  # "0.52 0.58 0.59 RUNNABLE/TOTAL LAST_PID"; RUNNABLE counts this process
+        runnable = int(Path(LOADAVG).read_text().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        return load
+    return min(load, max(runnable, 0))
 
 
 def _tf32_switches() -> list[tuple[Any, str, Any, Any]]:
