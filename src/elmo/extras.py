@@ -16,6 +16,7 @@ EXTRA_PACKAGES = {
     "matplotlib": ("matplotlib", "analysis"),
     "seqeval": ("seqeval", "tasks"),
     "torchcrf": ("pytorch-crf", "tasks"),
+    "scipy": ("scipy", "tasks"),  # CEAF's cluster alignment (coreference)
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
     "gensim": ("gensim", "word2vec"),
