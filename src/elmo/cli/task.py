@@ -67,6 +67,10 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                        help="label-text and tsv sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
+    group.add_argument("--segment-words", type=int, default=d.segment_words, metavar="N",
+                       help="conll2012 coreference: documents cut into segments of at most N "
+                       "words (whole sentences where they fit), which bounds the memory; "
+                       "mentions are linked within a segment")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
                       help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
@@ -152,6 +156,14 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                        help="keep the word embeddings fixed during training")
     train.add_argument("--max-answer-tokens", type=int, default=d.max_answer_tokens,
                        metavar="N", help="--task span: the longest answer predicted")
+    train.add_argument("--max-span-width", type=int, default=d.max_span_width, metavar="N",
+                       help="--task coref: the longest mention considered, in words")
+    train.add_argument("--top-span-ratio", type=float, default=d.top_span_ratio,
+                       metavar="R", help="--task coref: the R * words best-scoring spans of "
+                       "a segment are kept as mentions")
+    train.add_argument("--max-antecedents", type=int, default=d.max_antecedents,
+                       metavar="K", help="--task coref: each kept span is scored against "
+                       "the K nearest earlier ones (and no antecedent)")
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
     train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +176,9 @@ class Batch:
     mask: torch.Tensor  # (K*B, T) bool
     targets: torch.Tensor | None  # (B, T) tags, (B,) labels, (B, 2) spans; None: unlabeled
     tokens: list[list[str]]  # the K*B sentences' tokens (for character ids)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # the model's further
+    # inputs by name, (B, ...) each: what the examples' `model_inputs()` give (coreference:
+    # speakers and genre)
 
     def char_ids(self, bilm: BiLM) -> torch.Tensor:  # (K*B, T, C)
         return bilm.batch_to_ids(self.tokens)
@@ -204,6 +207,8 @@ class Encoded:
         self.targets = [targets[i] for i in self.subset] if targets is not None else None
         word_index = {w: i for i, w in enumerate(vocab)}
         self.word_ids = [[word_index.get(w, UNK) for w in s] for s in self.sentences]
+        self.inputs = [examples[i].model_inputs() if hasattr(examples[i], "model_inputs")
+                       else {} for i in self.subset]
 
     def __len__(self) -> int:
         return len(self.subset)
@@ -219,7 +224,9 @@ class Encoded:
         if self.targets is not None:
             targets = stack_targets([self.targets[i] for i in indices])
         tokens = [self.sentences[r] for r in rows]
-        return Batch(list(indices), rows, word_ids, mask, targets, tokens)
+        inputs = {name: stack_targets([self.inputs[i][name] for i in indices])
+                  for name in self.inputs[indices[0]]}
+        return Batch(list(indices), rows, word_ids, mask, targets, tokens, inputs)
 
     def batches(self, batch_size: int, shuffle_seed: int | None = None) -> list[list[int]]:
         """Index lists of at most `batch_size` examples: shuffled with `shuffle_seed`, else

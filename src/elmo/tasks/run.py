@@ -165,6 +165,12 @@ class Run:
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
+    @property
+    def batch_size(self) -> int:
+        """Examples per training batch: the task type's when it fixes one, else the
+        config's."""
+        return self.kind.examples_per_batch or self.config.batch_size
+
     def feature_store(self, examples: list) -> LayerStore:
         """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return feature_store(self.bilm, examples, self.config)
@@ -200,6 +206,7 @@ class Run:
         if store is not None:
             layers = store.batch(batch.sentence_ids)[0].to(self.device)
         batch.word_ids, batch.mask = batch.word_ids.to(self.device), batch.mask.to(self.device)
+        batch.inputs = {k: v.to(self.device) for k, v in batch.inputs.items()}
         if batch.targets is not None:
             batch.targets = batch.targets.to(self.device)
         return batch, self.model(batch, layers)
@@ -212,7 +219,7 @@ class Run:
         predictions: list = [None] * len(examples)
         store = self.layers(examples)
         with store if store is not None else nullcontext():
-            for indices in encoded.batches(64):
+            for indices in encoded.batches(self.kind.examples_per_batch or 64):
                 batch, scores = self.scores(encoded, indices, store)
                 for i, p in zip(indices, self.model.task.predict(scores, batch.mask),
                                 strict=True):
@@ -265,7 +272,7 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
     layer_weights.json), a line in metrics.jsonl and a checkpoint. Training stops early after
     `config.patience` epochs without a better dev score."""
     config, model, out = run.config, run.model, Path(run.config.out)
-    per_pass = len(encoded.batches(config.batch_size))
+    per_pass = len(encoded.batches(run.batch_size))
     passes = max(1, math.ceil(config.min_updates / (config.epochs * per_pass)))
     tuner = None
     if config.fine_tune:
@@ -331,7 +338,7 @@ def _train_epoch(run: Run, encoded: Encoded, store: LayerStore | None,
     config, model = run.config, run.model
     model.train()
     batches = [b for p in range(epoch * passes, (epoch + 1) * passes)
-               for b in encoded.batches(config.batch_size, shuffle_seed=config.seed * 1000 + p)]
+               for b in encoded.batches(run.batch_size, shuffle_seed=config.seed * 1000 + p)]
     if tuner is not None:
         tuner.on_epoch_start(epoch)
     total = 0.0

@@ -35,6 +35,8 @@ class TaskType:
     model_config: type  # an EncoderConfig
     example: type  # TaggedSentence, LabeledText, ...
     metrics: tuple[str, ...]  # the first is the default
+    examples_per_batch: int | None = None  # fixed by the task (None: --batch-size; 64 when
+    # predicting)
 
     def default_metric(self, config: Any) -> str:
         return self.metrics[0]
