@@ -18,7 +18,7 @@ from typing import Any
 
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
-from elmo.io.textfile import read_lines
+from elmo.io.textfile import read_lines, strip_compression
 from elmo.tasks.squad import SquadQuestion, read_squad
 from elmo.tokenize import get_tokenizer
 
@@ -450,8 +450,8 @@ def dataset_format(name: str) -> DatasetFormat:
 
 
 def format_of_name(path: str | Path) -> str | None:
-    """The format a file's name tells by its suffix (after .gz), None when none does."""
-    suffix = Path(str(path).removesuffix(".gz")).suffix.lower()
+    """The format a file's name tells by its suffix (after .gz or .xz), None when none does."""
+    suffix = Path(strip_compression(str(path))).suffix.lower()
     return next((f.name for f in FORMATS.values() if suffix and suffix in f.suffixes), None)
 
 
