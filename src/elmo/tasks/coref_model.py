@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from elmo.tasks.coref_data import GENRES
 from elmo.tasks.encoder import EncoderConfig, WordEncoder
 
-GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")  # OntoNotes; any other genre: one more
 DISTANCE_BUCKETS = (1, 2, 3, 4, 5, 8, 16, 32, 64)  # antecedent offsets from each lower bound
 
 

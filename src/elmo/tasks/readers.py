@@ -19,6 +19,7 @@ from typing import Any
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import read_lines, strip_compression
+from elmo.tasks.coref_data import CorefSegment, read_coref
 from elmo.tasks.squad import SquadQuestion, read_squad
 from elmo.tokenize import get_tokenizer
 
@@ -439,6 +440,8 @@ FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
                   check_labeled=_tsv_labels_there),
     DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0)", read_squad, ("tokenizer",),
                   (SquadQuestion,), (".json",)),
+    DatasetFormat("conll2012", "CoNLL-2012 *_gold_conll documents (a file or a folder)",
+                  read_coref, ("segment_words",), (CorefSegment,), (".gold_conll",)),
 )}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from elmo.tasks.classifier import Classifier, ClassifierConfig
+from elmo.tasks.coref import CorefTask
 from elmo.tasks.pair import PairClassifier, PairConfig
 from elmo.tasks.readers import LabeledPair, LabeledText, TaggedSentence
 from elmo.tasks.span import SpanTask
@@ -14,4 +15,5 @@ TASKS: dict[str, TaskType] = {task.name: task for task in (
     LabelTask("classification", Classifier, ClassifierConfig, LabeledText),
     LabelTask("pair", PairClassifier, PairConfig, LabeledPair),
     SpanTask(),
+    CorefTask(),
 )}
