@@ -28,8 +28,9 @@ DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(Task
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="train, evaluate and use task models with ELMo",
                        description="Task models that use ELMo: a BiLSTM-CRF tagger, a sentence "
-                       "classifier, an ESIM-style sentence-pair model and a BiDAF-style "
-                       "question-answering (answer span) model.")
+                       "classifier, an ESIM-style sentence-pair model, a BiDAF-style "
+                       "question-answering (answer span) model and a span-ranking "
+                       "coreference model.")
     commands = p.add_subparsers(dest="task_command", required=True, metavar="ACTION")
     _add_train(commands)
     _add_evaluate(commands)
@@ -131,8 +132,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
-                       help="default: span-f1 with --scheme, squad-f1 for --task span, else "
-                       "accuracy")
+                       help="default: span-f1 with --scheme, squad-f1 for --task span, "
+                       "coref-f1 (the CoNLL F1) for --task coref, else accuracy")
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
     train.add_argument("--epochs", type=int, default=d.epochs,
@@ -182,7 +183,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
-                   "also exact_match)")
+                   "also exact_match; coref: also the F1 of muc, bcub and ceafe)")
     _runtime_options(p)
     add_quantize(p)
     p.set_defaults(run=run_evaluate)
@@ -194,7 +195,8 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
                             description="Write OUTPUT: INPUT (in the run's format) with its "
                             "tags or labels replaced by the model's, or added where it has "
                             "none (conll, tsv); for --format squad, SQuAD's prediction file "
-                            "{question id: answer text}.")
+                            "{question id: answer text}; for --task coref, the documents with "
+                            "the predicted clusters in the last column.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
