@@ -31,7 +31,8 @@ class TaskType:
     become targets and predictions become output."""
 
     name: str
-    model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output), has loss, predict
+    model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output, **the examples'
+    # model_inputs(), where they have them), has loss, predict
     model_config: type  # an EncoderConfig
     example: type  # TaggedSentence, LabeledText, ...
     metrics: tuple[str, ...]  # the first is the default
