@@ -184,6 +184,9 @@ def test_train_evaluate_predict(tmp_path, tiny_model, capsys):
     assert evaluation["score"] == pytest.approx(
         (evaluation["muc"] + evaluation["bcub"] + evaluation["ceafe"]) / 3)
     assert evaluation["score"] == pytest.approx(result["test"])
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(tmp_path / "test"),
+                 *cache]) == 0
+    assert f"muc {evaluation['muc']:.2f}, bcub " in capsys.readouterr().out
 
     # the predicted file holds the clusters that evaluate scored, where a scorer reads them
     out = tmp_path / "predicted"
@@ -192,6 +195,21 @@ def test_train_evaluate_predict(tmp_path, tiny_model, capsys):
     pairs = [(g.token_clusters(), p.token_clusters()) for g, p in
              zip(read_conll2012(tmp_path / "test"), read_conll2012(out), strict=True)]
     assert coref_scores(pairs)["score"] == pytest.approx(evaluation["score"])
+
+
+def test_a_file_without_clusters_or_with_an_unclosed_mention_is_refused(tmp_path, tiny_model,
+                                                                        capsys):
+    bare = write_conll2012(tmp_path / "bare", TEXT.replace("(1)", "-").replace("(2)", "-")
+                           .replace("(3", "-").replace("(4", "-").replace("3)|4)", "-"))
+    unclosed = write_conll2012(tmp_path / "unclosed", TEXT.replace("(2)", "(2"))
+    for path, problem in ((bare, "no coreference mention"), (unclosed, "never closed")):
+        assert main(["task", "train", "--task", "coref", "--format", "conll2012", "--train",
+                     str(path), "--dev-fraction", "0.5", "--elmo", "none", "--out",
+                     str(tmp_path / "run"), "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert problem in err and str(path) in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run" / "config.json").exists()
 
 
 def test_the_coref_options_are_checked(tmp_path):

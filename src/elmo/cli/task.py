@@ -242,8 +242,9 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.json:
         print(json.dumps(result))
     else:
-        em = f", exact match {result['exact_match']:.2f}" if "exact_match" in result else ""
-        print(f"{result['metric']} {result['score']:.2f}{em} on {result['file']} "
+        others = "".join(f", {k.replace('_', ' ')} {v:.2f}" for k, v in result.items()
+                         if k not in ("metric", "score", "n", "file", "run"))
+        print(f"{result['metric']} {result['score']:.2f}{others} on {result['file']} "
               f"({result['n']} examples)")
     return 0
 
