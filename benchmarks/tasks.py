@@ -403,7 +403,7 @@ def paper_size_model(work: Path) -> str:
 def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Seconds of one training epoch of the EWT POS tagger (ELMo at the input, learned mix)
     over cached layers and over layers the biLM `model` recomputes for every batch."""
-    from elmo.tasks.data import Encoded, build_labels, build_vocab
+    from elmo.tasks.data import build_labels, build_vocab
     from elmo.tasks.recipe import read_split
     from elmo.tasks.run import Run, resolve_config
 
@@ -415,7 +415,7 @@ def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
         progress=False, **task.options))
     train = read_split(config, config.train)
     run = Run(config, build_vocab(train), build_labels(train))
-    encoded = Encoded(train, run.vocab, run.targets(train))
+    encoded = run.encode(train, run.targets(train))
     store = run.layers(train)  # built before the clock starts: the cache exists
     optimizer = torch.optim.Adam(run.model.parameters(), lr=1e-3)
 

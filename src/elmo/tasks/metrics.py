@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from elmo.extras import import_extra
 
-METRICS = ("span-f1", "accuracy", "squad-f1")  # squad-f1: elmo.tasks.squad
+METRICS = ("span-f1", "accuracy", "squad-f1", "srl-f1")  # squad-f1: elmo.tasks.squad;
+# srl-f1: elmo.tasks.srl_eval
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:

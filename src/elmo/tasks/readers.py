@@ -1,5 +1,6 @@
-"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
-SQuAD-layout JSON (`elmo.tasks.squad`), one `DatasetFormat` record each in `FORMATS`.
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV,
+SQuAD-layout JSON (`elmo.tasks.squad`) and CoNLL-2012 (`elmo.tasks.srl_data`), one
+`DatasetFormat` record each in `FORMATS`.
 
 Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
@@ -20,6 +21,7 @@ from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import read_lines, strip_compression
 from elmo.tasks.squad import SquadQuestion, read_squad
+from elmo.tasks.srl_data import SrlInstance, read_srl
 from elmo.tokenize import get_tokenizer
 
 SCHEMES = ("iob1", "iob2", "bioes")
@@ -439,6 +441,8 @@ FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
                   check_labeled=_tsv_labels_there),
     DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0)", read_squad, ("tokenizer",),
                   (SquadQuestion,), (".json",)),
+    DatasetFormat("conll2012", "CoNLL-2012 *_gold_conll (OntoNotes): a file or a folder",
+                  read_srl, (), (SrlInstance,)),
 )}
 
 
