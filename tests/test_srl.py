@@ -189,3 +189,18 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "train_gold_conll, line 4: span (ARG1 is never closed" in err
     assert "Traceback" not in err and not (tmp_path / "run" / "config.json").exists()
+
+
+def test_sample_efficiency_takes_srl(tmp_path, tiny_model, capsys):
+    data = write_conll2012(tmp_path / "train_gold_conll", srl_text(4, 3))
+    args = ["analyze", "sample-efficiency", "--out", str(tmp_path / "runs"), "--model",
+            str(tiny_model), "--fractions", "0.5,1", "--seeds", "0", "--quiet", "--json", "--",
+            "--task", "srl", "--format", "conll2012", "--train", str(data), "--dev", str(data),
+            "--epochs", "1", "--hidden-dim", "8", "--embedding-dim", "8",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["metric"] == "srl-f1" and len(result["runs"]) == 4
+    # 18 predicates and 2 sentences without: half the instances hold 9 or 10 predicates
+    assert {r["n_train"] for r in result["runs"] if r["fraction"] == 1} == {18}
+    assert {r["n_train"] for r in result["runs"] if r["fraction"] == 0.5} < set(range(8, 11))

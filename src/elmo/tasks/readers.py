@@ -2,7 +2,7 @@
 SQuAD-layout JSON (`elmo.tasks.squad`) and CoNLL-2012 (`elmo.tasks.srl_data`), one
 `DatasetFormat` record each in `FORMATS`.
 
-Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
+Every reader takes a plain, ``.gz`` or ``.xz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
 written back in the input's format (:func:`write_predictions`). Bad input raises
 :class:`~elmo.errors.InputFileError` naming the file and line. `elmo task` (its options, the
