@@ -204,3 +204,11 @@ def test_sample_efficiency_takes_srl(tmp_path, tiny_model, capsys):
     # 18 predicates and 2 sentences without: half the instances hold 9 or 10 predicates
     assert {r["n_train"] for r in result["runs"] if r["fraction"] == 1} == {18}
     assert {r["n_train"] for r in result["runs"] if r["fraction"] == 0.5} < set(range(8, 11))
+
+
+def test_task_text_writes_each_sentence_once(tmp_path):
+    data = write_conll2012(tmp_path / "g_gold_conll.xz", srl_text(2, 0))
+    assert main(["task", "text", "--format", "conll2012", str(data),
+                 str(tmp_path / "text.txt")]) == 0
+    lines = (tmp_path / "text.txt").read_text().splitlines()
+    assert len(lines) == 8 and lines[2].split()[1] == "said"  # two predicates, one line
