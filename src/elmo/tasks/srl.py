@@ -29,7 +29,7 @@ from elmo.tasks.task_type import TaskType
 
 @dataclass
 class SrlConfig(EncoderConfig):
-    num_layers: int = 4  # He et al. 2017: 8 (see docs/tasks.md)
+    num_layers: int = 2  # He et al. 2017: 8 with highway connections (see docs/tasks.md)
     num_labels: int = 2  # BIO tags
     predicate_dim: int = 100  # the predicate indicator's embedding
 
