@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lzma
+import random
 from pathlib import Path
 
 
@@ -60,3 +61,42 @@ def write_conll2012(path: Path, text: str = TEXT) -> Path:
     data = text.encode("utf-8")
     path.write_bytes(lzma.compress(data) if path.name.endswith(".xz") else data)
     return path
+
+
+PEOPLE, THINGS, PLACES = ["anna", "bob", "carl"], ["ball", "book", "cake"], ["paris", "rome"]
+
+
+def srl_text(documents: int, seed: int) -> str:
+    """Generated documents of a learnable SRL pattern: 'PERSON VERB THING [in PLACE] .', the
+    person ARG0, the thing ARG1, the place ARGM-LOC; 'PERSON said PERSON VERB THING .' adds a
+    second predicate (said: ARG0, ARG1 the clause); every fifth sentence has no predicate."""
+    rng = random.Random(seed)
+    text = ""
+    for d in range(documents):
+        name = f"nw/gen/00/gen_{seed}{d:03d}"
+        sentences = []
+        for s in range(4):
+            person, verb, thing = rng.choice(PEOPLE), rng.choice(["saw", "took"]), \
+                rng.choice(THINGS)
+            if s == 3 and d % 2:  # no predicate
+                sentences.append(sentence(name, [(w, "NN", "-", "*", [], "-")
+                                                 for w in (thing, "here", ".")]))
+            elif s == 2:  # two predicates: said and the verb
+                other = rng.choice(PEOPLE)
+                sentences.append(sentence(name, [
+                    (person, "NNP", "-", "*", ["(ARG0*)", "*"], "-"),
+                    ("said", "VBD", "say", "*", ["(V*)", "*"], "-"),
+                    (other, "NNP", "-", "*", ["(ARG1*", "(ARG0*)"], "-"),
+                    (verb, "VBD", verb, "*", ["*", "(V*)"], "-"),
+                    (thing, "NN", "-", "*", ["*)", "(ARG1*)"], "-"),
+                    (".", ".", "-", "*", ["*", "*"], "-")]))
+            else:
+                tokens = [(person, "NNP", "-", "*", ["(ARG0*)"], "-"),
+                          (verb, "VBD", verb, "*", ["(V*)"], "-"),
+                          (thing, "NN", "-", "*", ["(ARG1*)"], "-")]
+                if rng.random() < 0.5:
+                    tokens += [("in", "IN", "-", "*", ["(ARGM-LOC*"], "-"),
+                               (rng.choice(PLACES), "NNP", "-", "*", ["*)"], "-")]
+                sentences.append(sentence(name, tokens + [(".", ".", "-", "*", ["*"], "-")]))
+        text += document(name, sentences)
+    return text

@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="train, evaluate and use task models with ELMo",
                        description="Task models that use ELMo: a BiLSTM-CRF tagger, a sentence "
                        "classifier, an ESIM-style sentence-pair model, a BiDAF-style "
-                       "question-answering (answer span) model and a span-ranking "
-                       "coreference model.")
+                       "question-answering (answer span) model, a semantic role labeller "
+                       "and a span-ranking coreference model.")
     commands = p.add_subparsers(dest="task_command", required=True, metavar="ACTION")
     _add_train(commands)
     _add_evaluate(commands)
@@ -51,8 +51,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     """--format and the readers' options."""
     d = DEFAULTS
     group.add_argument("--format", choices=FORMATS,
-                       help=f"{formats_help()}. Files may be .gz (default: the format whose "
-                       "suffix the file's name has)")
+                       help=f"{formats_help()}. Files may be .gz or .xz (default: the format "
+                       "whose suffix the file's name has)")
     group.add_argument("--token-column", type=int, default=d.token_column, help="conll")
     group.add_argument("--tag-column", type=int, default=d.tag_column,
                       help="conll (negative: from the end)")
@@ -133,7 +133,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
                        help="default: span-f1 with --scheme, squad-f1 for --task span, "
-                       "coref-f1 (the CoNLL F1) for --task coref, else accuracy")
+                       "srl-f1 (the CoNLL-2005 evaluation's F1) for --task srl, coref-f1 "
+                       "(the CoNLL F1) for --task coref, else accuracy")
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
     train.add_argument("--epochs", type=int, default=d.epochs,
@@ -183,7 +184,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
-                   "also exact_match; coref: also the F1 of muc, bcub and ceafe)")
+                   "also exact_match; srl: also precision and recall; coref: also the F1 "
+                   "of muc, bcub and ceafe)")
     _runtime_options(p)
     add_quantize(p)
     p.set_defaults(run=run_evaluate)
@@ -195,8 +197,9 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
                             description="Write OUTPUT: INPUT (in the run's format) with its "
                             "tags or labels replaced by the model's, or added where it has "
                             "none (conll, tsv); for --format squad, SQuAD's prediction file "
-                            "{question id: answer text}; for --task coref, the documents with "
-                            "the predicted clusters in the last column.")
+                            "{question id: answer text}; for --task srl, the CoNLL-2005 props "
+                            "layout that its srl-eval.pl reads; for --task coref, the documents "
+                            "with the predicted clusters in the last column.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")

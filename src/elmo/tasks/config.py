@@ -27,7 +27,7 @@ RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_
 class TaskConfig:
     """Everything `elmo task train` takes; `train_task(TaskConfig(...))` from Python."""
 
-    task: str  # tagging | classification | pair | span | coref
+    task: str  # tagging | classification | pair | span | srl | coref
     train: str
     dev: str | None  # None: hold out dev_fraction of the training file
     out: str
@@ -59,8 +59,8 @@ class TaskConfig:
     # triangular schedule, gradual unfreezing); its layers are then computed per batch
     cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
     # training
-    metric: str | None = None  # span-f1 | accuracy | squad-f1 | coref-f1 (default: the task
-    # type's)
+    metric: str | None = None  # span-f1 | accuracy | squad-f1 | srl-f1 | coref-f1 (default:
+    # the task type's)
     seed: int = 0
     epochs: int = 10
     patience: int = 3  # stop after this many epochs without a better dev score

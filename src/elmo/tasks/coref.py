@@ -48,6 +48,10 @@ class CorefTask(TaskType):
         """A document's segments are held out together."""
         return [(e.document.name, e.document.part) for e in examples]
 
+    def model_inputs(self, example: CorefSegment) -> dict[str, torch.Tensor]:
+        """speakers (N,): a speaker number per word; genre (): an index in GENRES."""
+        return {"speakers": torch.tensor(example.speakers), "genre": torch.tensor(example.genre)}
+
     def target(self, example: CorefSegment, label_index: dict[str, int]) -> torch.Tensor:
         """The gold mentions (M, 3): start, end, cluster number."""
         return torch.tensor(example.mentions, dtype=torch.long).reshape(-1, 3)

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from elmo.io.atomic import atomic_write_text
 from elmo.tasks.conll2012 import Document, read_conll2012
 
@@ -43,11 +41,11 @@ class CorefSegment:
     def size(self) -> int:
         return sum(len(s) for s in self.sentences)
 
-    def model_inputs(self) -> dict[str, torch.Tensor]:
-        """speakers (N,), genre () for `CorefModel`."""
+    @property
+    def genre(self) -> int:
+        """Its document's genre as an index in GENRES (len(GENRES): another)."""
         genre = self.document.genre
-        return {"speakers": torch.tensor(self.speakers),
-                "genre": torch.tensor(GENRES.index(genre) if genre in GENRES else len(GENRES))}
+        return GENRES.index(genre) if genre in GENRES else len(GENRES)
 
 
 def segments(document: Document, segment_words: int) -> list[CorefSegment]:

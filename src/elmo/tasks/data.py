@@ -176,9 +176,9 @@ class Batch:
     mask: torch.Tensor  # (K*B, T) bool
     targets: torch.Tensor | None  # (B, T) tags, (B,) labels, (B, 2) spans; None: unlabeled
     tokens: list[list[str]]  # the K*B sentences' tokens (for character ids)
-    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # the model's further
-    # inputs by name, (B, ...) each: what the examples' `model_inputs()` give (coreference:
-    # speakers and genre)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # the task type's own
+    # model inputs by keyword (SRL: "predicate", (B, T); coreference: "speakers", (B, N),
+    # "genre", (B,))
 
     def char_ids(self, bilm: BiLM) -> torch.Tensor:  # (K*B, T, C)
         return bilm.batch_to_ids(self.tokens)
@@ -197,18 +197,18 @@ class Encoded:
 
     def __init__(self, examples: Sequence, vocab: Sequence[str],
                  targets: Sequence[torch.Tensor] | None = None,
-                 subset: Sequence[int] | None = None) -> None:
+                 subset: Sequence[int] | None = None,
+                 inputs: Sequence[dict[str, torch.Tensor]] | None = None) -> None:
         """`examples`: the list the feature cache was built from; `targets`: one tensor per
         example (None: unlabeled); `subset`: the examples to batch (default: all); batch
-        indices count in it."""
+        indices count in it; `inputs`: the task type's model inputs of each example."""
         self.sentences, numbers = sentence_layout(examples)
         self.subset = list(subset) if subset is not None else list(range(len(examples)))
         self.sentence_numbers = [numbers[i] for i in self.subset]
         self.targets = [targets[i] for i in self.subset] if targets is not None else None
+        self.inputs = [inputs[i] for i in self.subset] if inputs is not None else None
         word_index = {w: i for i, w in enumerate(vocab)}
         self.word_ids = [[word_index.get(w, UNK) for w in s] for s in self.sentences]
-        self.inputs = [examples[i].model_inputs() if hasattr(examples[i], "model_inputs")
-                       else {} for i in self.subset]
 
     def __len__(self) -> int:
         return len(self.subset)
@@ -224,8 +224,10 @@ class Encoded:
         if self.targets is not None:
             targets = stack_targets([self.targets[i] for i in indices])
         tokens = [self.sentences[r] for r in rows]
-        inputs = {name: stack_targets([self.inputs[i][name] for i in indices])
-                  for name in self.inputs[indices[0]]}
+        inputs = {}
+        if self.inputs is not None:
+            inputs = {key: stack_targets([self.inputs[i][key] for i in indices])
+                      for key in self.inputs[indices[0]]}
         return Batch(list(indices), rows, word_ids, mask, targets, tokens, inputs)
 
     def batches(self, batch_size: int, shuffle_seed: int | None = None) -> list[list[int]]:

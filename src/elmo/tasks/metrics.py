@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from elmo.extras import import_extra
 
-METRICS = ("span-f1", "accuracy", "squad-f1", "coref-f1")  # squad-f1: elmo.tasks.squad;
-# coref-f1: elmo.tasks.coref_metrics
+METRICS = ("span-f1", "accuracy", "squad-f1", "srl-f1", "coref-f1")  # squad-f1:
+# elmo.tasks.squad; srl-f1: elmo.tasks.srl_eval; coref-f1: elmo.tasks.coref_metrics
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:

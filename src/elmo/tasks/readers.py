@@ -1,7 +1,8 @@
-"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV and
-SQuAD-layout JSON (`elmo.tasks.squad`), one `DatasetFormat` record each in `FORMATS`.
+"""Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV,
+SQuAD-layout JSON (`elmo.tasks.squad`) and CoNLL-2012 (`elmo.tasks.srl_data`,
+`elmo.tasks.coref_data`), one `DatasetFormat` record each in `FORMATS`.
 
-Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
+Every reader takes a plain, ``.gz`` or ``.xz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
 written back in the input's format (:func:`write_predictions`). Bad input raises
 :class:`~elmo.errors.InputFileError` naming the file and line. `elmo task` (its options, the
@@ -21,6 +22,7 @@ from elmo.io.atomic import atomic_write_text
 from elmo.io.textfile import read_lines, strip_compression
 from elmo.tasks.coref_data import CorefSegment, read_coref
 from elmo.tasks.squad import SquadQuestion, read_squad
+from elmo.tasks.srl_data import SrlInstance, read_srl
 from elmo.tokenize import get_tokenizer
 
 SCHEMES = ("iob1", "iob2", "bioes")
@@ -417,12 +419,28 @@ class DatasetFormat:
 
     def reader_options(self, values: Mapping[str, Any], labeled: bool = True
                        ) -> dict[str, Any]:
-        """The reader's keywords from `values` (a config's or the command's options); not
+        """The reader's keywords from `values` (a config's or the command's options; the
+        reader's default for one the command lacks, as `elmo task text` lacks --task); not
         `labeled`: no tag check."""
-        options = {name: values[name] for name in self.options}
+        options = {name: values[name] for name in self.options if name in values}
         if not labeled and "scheme" in options:
             options["scheme"] = None
         return {**options, "encoding_errors": values["encoding_errors"]}
+
+
+# --format conll2012: the examples of each task type that reads it, from a file or folder
+CONLL2012_EXAMPLES: dict[str, Callable[[str | Path, int, str], list]] = {
+    "srl": lambda path, segment_words, encoding_errors: read_srl(path, encoding_errors),
+    "coref": read_coref,
+}
+
+
+def read_conll2012_examples(path: str | Path, task: str = "srl", segment_words: int = 512,
+                            encoding_errors: str = "strict") -> list:
+    """A CoNLL-2012 file (or folder) as `task`'s examples: SRL instances, one per predicate
+    (also for `elmo task text`, which has no --task), or coreference segments of at most
+    `segment_words` words."""
+    return CONLL2012_EXAMPLES[task](path, segment_words, encoding_errors)
 
 
 FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
@@ -440,8 +458,9 @@ FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
                   check_labeled=_tsv_labels_there),
     DatasetFormat("squad", "SQuAD-layout JSON (v1.1, v2.0)", read_squad, ("tokenizer",),
                   (SquadQuestion,), (".json",)),
-    DatasetFormat("conll2012", "CoNLL-2012 *_gold_conll documents (a file or a folder)",
-                  read_coref, ("segment_words",), (CorefSegment,), (".gold_conll",)),
+    DatasetFormat("conll2012", "CoNLL-2012 *_gold_conll (OntoNotes): a file or a folder",
+                  read_conll2012_examples, ("task", "segment_words"),
+                  (SrlInstance, CorefSegment), (".gold_conll",)),
 )}
 
 

@@ -198,6 +198,13 @@ class Run:
         """Each example's training target (None: not trained on, e.g. an unmapped answer)."""
         return [self.kind.target(e, self.label_index) for e in examples]
 
+    def encode(self, examples: list, targets: list[torch.Tensor | None] | None = None,
+               subset: list[int] | None = None) -> Encoded:
+        """`examples` (the feature cache's list) with word ids, their task type's model
+        inputs and `targets`, to batch (`subset`: the ones batched; default all)."""
+        return Encoded(examples, self.vocab, targets, subset,
+                       [self.kind.model_inputs(e) for e in examples])
+
     def scores(self, encoded: Encoded, indices: list[int], store: Any
                ) -> tuple[Batch, torch.Tensor]:
         """The batch of examples `indices` (on the device) and the model's scores for it."""
@@ -215,7 +222,7 @@ class Run:
     def predict(self, examples: list) -> list:
         """The predictions for `examples` (tags, labels, answer texts), in order."""
         self.model.eval()
-        encoded = Encoded(examples, self.vocab)
+        encoded = self.encode(examples)
         predictions: list = [None] * len(examples)
         store = self.layers(examples)
         with store if store is not None else nullcontext():

@@ -67,6 +67,11 @@ class TaskType:
         (None: each example on its own)."""
         return None
 
+    def model_inputs(self, example: Any) -> dict[str, torch.Tensor]:
+        """The example's inputs to the model beyond its words, by keyword of the model's
+        forward (SRL: the predicate indicator); {} for none."""
+        return {}
+
     def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor | None:
         """The example's training target (None: not trained on)."""
         raise NotImplementedError
