@@ -9,7 +9,9 @@ is none), SQuAD v1.1 (F1 and exact match; its dev set split by article as its RE
 articles 1-34 train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens;
 BiLSTMs of 64 per direction, as a CPU affords; four columns), OntoNotes SRL (srl-f1; whole
 documents of the CoNLL-2012 files counted in predicates: train from the training file, dev and
-then test from the development file, 3,000 test predicates unless --test-size; four columns).
+then test from the development file, 3,000 test predicates unless --test-size; four columns),
+OntoNotes coreference (coref-f1, the CoNLL F1; the same files in whole documents, at most 200
+per split, 100 test documents unless --test-size; four columns).
 Columns: the task model alone; layer 0 only (static, context-free); the top layer only; the
 average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the task RNN's input and
 output; an adapted biLM (`elmo train --init-from` on the task's training text, on EWT POS and
@@ -95,6 +97,8 @@ class Task:
     columns: tuple[str, ...] | None = None  # only these columns (default: all)
     full_train_size: int | None = None  # --full: the first this many training examples
     freeze_word_vectors: bool = False  # static vectors kept fixed, as the paper's baseline did
+    size_cap: int | None = None  # at most this many examples per split (coreference: documents,
+    # slow to train on a CPU)
 
 
 TASKS = [
@@ -122,7 +126,15 @@ TASKS = [
          DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
          columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
          full_train_size=10_000),
+    Task("OntoNotes coreference", "coref", "conll2012",
+         DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
+         DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"), held_out=100,
+         size_cap=200),
 ]
+# CoNLL-2012 rows: what --train-size, --dev-size and --test-size count, by task
+CONLL2012_UNITS = {"srl": lambda document: document.count("(V*"),  # predicates
+                   "coref": lambda document: 1}  # documents
 
 # column -> TaskConfig fields; "elmo" is filled in per task (the biLM, or the adapted one)
 COLUMNS: dict[str, dict[str, Any]] = {
@@ -233,8 +245,9 @@ def squad_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, A
 
 
 def conll2012_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Whole documents of CoNLL-2012 files, counted in predicates (`(V*`, one per argument
-    column): the first of train holding --train-size; of the development file, the first
+    """Whole documents of CoNLL-2012 files, counted in the task's CONLL2012_UNITS (SRL:
+    predicates, `(V*`, one per argument column; coreference: documents), at most
+    `size_cap`: the first of train holding --train-size; of the development file, the first
     holding --dev-size (dev), then the next holding --test-size, else `held_out` (test)."""
     from elmo.io.textfile import read_lines
     from elmo.tasks.data import unseen_targets
@@ -257,14 +270,18 @@ def conll2012_files(task: Task, args: argparse.Namespace, work: Path) -> dict[st
     for split, source, size in (("train", documents(task.train), train_size),
                                 ("dev", development, args.dev_size),
                                 ("test", development, args.test_size or task.held_out)):
+        if task.size_cap is not None:
+            size = min(size or task.size_cap, task.size_cap)
         kept, count = [], 0
         for document in source:
             kept.append(document)
-            count += document.count("(V*")
+            count += CONLL2012_UNITS[task.task](document)
             if size is not None and count >= size:
                 break
         files[split] = folder / f"{split}_gold_conll"
         files[split].write_text("".join(kept), encoding="utf-8")
+        if task.task != "srl":  # only SRL's roles can be unseen
+            continue
         instances = [i for i in read_srl(files[split]) if i.predicate is not None]
         if split == "train":
             labels = KINDS["srl"].labels(instances)
