@@ -170,7 +170,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
-                   "also exact_match; srl: also precision and recall)")
+                   "also exact_match; srl: also precision, recall, propositions)")
     _runtime_options(p)
     add_quantize(p)
     p.set_defaults(run=run_evaluate)
