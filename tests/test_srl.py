@@ -161,6 +161,7 @@ def test_train_evaluate_predict(tmp_path, tiny_model, capsys):
                  "--json", *cache]) == 0
     evaluation = json.loads(capsys.readouterr().out)
     assert evaluation["score"] == pytest.approx(result["test"])
+    assert (evaluation["propositions"], evaluation["n"]) == (3 * 5 - 1, 3 * 5)
 
     out = tmp_path / "predicted.props"
     assert main(["task", "predict", str(run), str(tmp_path / "test_gold_conll"), str(out),

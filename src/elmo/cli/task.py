@@ -184,8 +184,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
-                   "also exact_match; srl: also precision and recall; coref: also the F1 "
-                   "of muc, bcub and ceafe)")
+                   "also exact_match; srl: also precision, recall, propositions; coref: "
+                   "also the F1 of muc, bcub and ceafe)")
     _runtime_options(p)
     add_quantize(p)
     p.set_defaults(run=run_evaluate)
@@ -245,11 +245,15 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.json:
         print(json.dumps(result))
     else:
-        others = "".join(f", {k.replace('_', ' ')} {v:.2f}" for k, v in result.items()
+        others = "".join(f", {k.replace('_', ' ')} {_number(v)}" for k, v in result.items()
                          if k not in ("metric", "score", "n", "file", "run"))
         print(f"{result['metric']} {result['score']:.2f}{others} on {result['file']} "
               f"({result['n']} examples)")
     return 0
+
+
+def _number(value: float | int) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -148,7 +148,7 @@ class SrlTask(TaskType):
         scores = srl_scores([examples[i].arguments for i in scored],
                             [predictions[i] for i in scored])
         return {"score": scores["f1"], "precision": scores["precision"],
-                "recall": scores["recall"]}
+                "recall": scores["recall"], "propositions": len(scored)}
 
     def write_predictions(self, path: str | Path, examples: Sequence[SrlInstance],
                           predictions: Sequence, config: Any) -> None:
