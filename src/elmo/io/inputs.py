@@ -34,7 +34,7 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
-from elmo.io.textfile import is_stdin, read_lines, scan_input
+from elmo.io.textfile import is_stdin, read_lines, scan_input, strip_compression
 
 AUTO = "auto"
 MAX_NAMED = 10  # malformed lines or documents named one by one in each file
@@ -141,7 +141,7 @@ def _first_line(path: Path, encoding_errors: str = "strict") -> str:
 
 
 def _name(path: Path) -> str:
-    return path.name.lower().removesuffix(".gz")
+    return strip_compression(path.name.lower())
 
 
 # ---- text: a sentence per line ----------------------------------------------------------

@@ -1,14 +1,16 @@
-"""The one reader of input text: UTF-8 lines from a plain or gzipped file, or `-` for stdin.
+"""The one reader of input text: UTF-8 lines from a plain, gzipped or xz file, or `-` for stdin.
 
 Every command reads its text through `read_lines`, so all of them accept the same files: `.gz`
-(or any gzip data) is decompressed on the fly, a UTF-8 byte-order mark at the start is dropped,
-`\\r\\n` endings are handled, and a line that is not UTF-8 is reported with the file and line.
+and `.xz` (or any gzip or xz data) are decompressed on the fly, a UTF-8 byte-order mark at the
+start is dropped, `\\r\\n` endings are handled, and a line that is not UTF-8 is reported with
+the file and line.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import lzma
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +22,9 @@ from elmo.errors import InputFileError
 STDIN = "-"
 ENCODING_ERRORS = ("strict", "replace")
 _GZIP_MAGIC = b"\x1f\x8b"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+COMPRESSED = (".gz", ".xz")  # the suffixes of compressed files, which every reader takes
+_BROKEN = (gzip.BadGzipFile, lzma.LZMAError, EOFError)  # a truncated or corrupt file
 
 
 def is_stdin(path: str | Path) -> bool:
@@ -28,12 +33,12 @@ def is_stdin(path: str | Path) -> bool:
 
 @contextmanager
 def open_input(path: str | Path) -> Iterator[BinaryIO]:
-    """`path` opened for reading bytes, gunzipped if it is gzip data; `-` is stdin.
+    """`path` opened for reading bytes, decompressed if it is gzip or xz data; `-` is stdin.
 
     A missing file, a directory or an unreadable file raises InputFileError naming it.
     """
     if is_stdin(path):
-        yield _maybe_gunzip(sys.stdin.buffer)
+        yield _decompressed(sys.stdin.buffer)
         return
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -44,12 +49,22 @@ def open_input(path: str | Path) -> Iterator[BinaryIO]:
     except PermissionError:
         raise InputFileError(f"cannot read {path}: permission denied") from None
     with f:
-        yield _maybe_gunzip(f)
+        yield _decompressed(f)
 
 
-def _maybe_gunzip(f: BinaryIO) -> BinaryIO:
-    magic = f.peek(2)[:2] if hasattr(f, "peek") else b""
-    return gzip.GzipFile(fileobj=f, mode="rb") if magic == _GZIP_MAGIC else f
+def _decompressed(f: BinaryIO) -> BinaryIO:
+    magic = f.peek(len(_XZ_MAGIC))[:len(_XZ_MAGIC)] if hasattr(f, "peek") else b""
+    if magic.startswith(_GZIP_MAGIC):
+        return gzip.GzipFile(fileobj=f, mode="rb")
+    if magic == _XZ_MAGIC:
+        return lzma.LZMAFile(f, mode="rb")
+    return f
+
+
+def strip_compression(name: str) -> str:
+    """A file name without its compression suffix (.gz, .xz), any case."""
+    lower = name.lower()
+    return next((name[: -len(s)] for s in COMPRESSED if lower.endswith(s)), name)
 
 
 def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
@@ -75,13 +90,13 @@ def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tu
                 if number == 0 and text.startswith("\ufeff"):
                     text = text[1:]
                 yield number, text.rstrip("\r\n")
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(f"{name} is not a complete gzip file: {err}") from None
+        except _BROKEN as err:
+            raise InputFileError(f"{name} is not a complete compressed file: {err}") from None
 
 
 def scan_input(path: str | Path) -> tuple[int, str]:
     """The number of lines of a file (a last line without a newline counts) and the sha256 of
-    its text (after gunzipping): what identifies an input for resuming and merging."""
+    its text (after decompressing): what identifies an input for resuming and merging."""
     digest = hashlib.sha256()
     count, last = 0, b""
     with open_input(path) as f:
@@ -90,6 +105,6 @@ def scan_input(path: str | Path) -> tuple[int, str]:
                 digest.update(block)
                 count += block.count(b"\n")
                 last = block
-        except (gzip.BadGzipFile, EOFError) as err:
-            raise InputFileError(f"{path} is not a complete gzip file: {err}") from None
+        except _BROKEN as err:
+            raise InputFileError(f"{path} is not a complete compressed file: {err}") from None
     return count + (1 if last and not last.endswith(b"\n") else 0), digest.hexdigest()
