@@ -11,6 +11,8 @@ import torch
 from elmo import save_pretrained
 from elmo.cli import main
 from elmo.tasks.conll2012 import Sentence, bracket_spans
+from elmo.tasks.data import held_out_split
+from elmo.tasks.registry import TASKS
 from elmo.tasks.srl import constrained_viterbi, transitions
 from elmo.tasks.srl_data import SrlInstance, props_lines, read_srl, spans_to_tags, tags_to_spans
 from elmo.tasks.srl_eval import srl_scores
@@ -213,3 +215,20 @@ def test_task_text_writes_each_sentence_once(tmp_path):
                  str(tmp_path / "text.txt")]) == 0
     lines = (tmp_path / "text.txt").read_text().splitlines()
     assert len(lines) == 8 and lines[2].split()[1] == "said"  # two predicates, one line
+
+
+def test_dev_fraction_holds_out_whole_documents(tmp_path):
+    data = write_conll2012(tmp_path / "train_gold_conll", srl_text(4, 0))
+    assert main(["task", "train", "--task", "srl", "--format", "conll2012", "--train",
+                 str(data), "--dev-fraction", "0.25", "--elmo", "none", "--epochs", "1",
+                 "--hidden-dim", "8", "--embedding-dim", "8",
+                 "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    # 4 documents of 5 predicates (the odd ones: 4 and a sentence without); one held out
+    assert result["n_train"] in (13, 14)
+    data_notes = json.loads((tmp_path / "run" / "config.json").read_text())["data"]
+    assert data_notes["dev"]["sentences"] == 4
+    instances = read_srl(data)
+    _, held = held_out_split(len(instances), 0.25, TASKS["srl"].held_out_groups(instances))
+    assert len({instances[i].sentence.document for i in held}) == 1
+    assert len({id(instances[i].sentence) for i in held}) == 4  # all of its sentences
