@@ -12,11 +12,15 @@ train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens; BiLS
 direction, as a CPU affords; four columns), CMRC 2018 (its trial set split by article: 1-180
 train (714 questions), 181-205 dev (89), 206-256 test (199); `--metric cmrc`; character tokens,
 answers up to 100 characters (its answers run long: median 19, 36% over 30); the Chinese biLM;
-as SQuAD otherwise). Columns: the task model alone;
-layer 0 only (static, context-free); the top layer only; the average; a learned mix with lambda
-0.001 and with lambda 1; ELMo at the task RNN's input and output; an adapted biLM (`elmo train
---init-from` on the task's training text, on EWT POS and SST-5); the biLM fine-tuned inside the
-task model (SST-5).
+as SQuAD otherwise), OntoNotes SRL (srl-f1; whole documents of the CoNLL-2012 files counted in
+predicates: train from the training file, dev and then test from the development file, 3,000
+test predicates unless --test-size; four columns), OntoNotes coreference (coref-f1, the CoNLL
+F1; the same files in whole documents, at most 200 per split, 100 test documents unless
+--test-size; four columns).
+Columns: the task model alone; layer 0 only (static, context-free); the top layer only; the
+average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the task RNN's input and
+output; an adapted biLM (`elmo train --init-from` on the task's training text, on EWT POS and
+SST-5); the biLM fine-tuned inside the task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
 (whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
@@ -99,6 +103,8 @@ class Task:
     columns: tuple[str, ...] | None = None  # only these columns (default: all)
     full_train_size: int | None = None  # --full: the first this many training examples
     freeze_word_vectors: bool = False  # static vectors kept fixed, as the paper's baseline did
+    size_cap: int | None = None  # at most this many examples per split (coreference: documents,
+    # slow to train on a CPU)
 
 
 TASKS = [
@@ -128,7 +134,20 @@ TASKS = [
          {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
          chinese=True, articles=(180, 205),
          columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
+    Task("OntoNotes SRL", "srl", "conll2012",
+         DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
+         DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
+         full_train_size=10_000),
+    Task("OntoNotes coreference", "coref", "conll2012",
+         DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
+         DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"), held_out=100,
+         size_cap=200),
 ]
+# CoNLL-2012 rows: what --train-size, --dev-size and --test-size count, by task
+CONLL2012_UNITS = {"srl": lambda document: document.count("(V*"),  # predicates
+                   "coref": lambda document: 1}  # documents
 
 # column -> TaskConfig fields; "elmo" is filled in per task (the biLM, or the adapted one)
 COLUMNS: dict[str, dict[str, Any]] = {
@@ -186,6 +205,8 @@ def task_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, An
 
     if task.format == "squad":
         return squad_files(task, args, work)
+    if task.format == "conll2012":
+        return conll2012_files(task, args, work)
     folder = work / "data" / task.name.replace(" ", "_")
     header, train = read_examples(task, task.train)
     if task.test is None:
@@ -236,6 +257,52 @@ def squad_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, A
                                    ensure_ascii=False), encoding="utf-8")
         files[split] = path
         files[f"{split}_questions"] = count
+    return files
+
+
+def conll2012_files(task: Task, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Whole documents of CoNLL-2012 files, counted in the task's CONLL2012_UNITS (SRL:
+    predicates, `(V*`, one per argument column; coreference: documents), at most
+    `size_cap`: the first of train holding --train-size; of the development file, the first
+    holding --dev-size (dev), then the next holding --test-size, else `held_out` (test)."""
+    from elmo.io.textfile import read_lines
+    from elmo.tasks.data import unseen_targets
+    from elmo.tasks.registry import TASKS as KINDS
+    from elmo.tasks.srl_data import read_srl
+
+    def documents(path: Path):
+        lines: list[str] = []
+        for _, line in read_lines(path):
+            lines.append(line)
+            if line.startswith("#end document"):
+                yield "\n".join(lines) + "\n"
+                lines = []
+
+    folder = work / "data" / task.name.replace(" ", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+    train_size = args.train_size if args.train_size is not None else task.full_train_size
+    development = documents(task.dev)
+    files: dict[str, Any] = {"unseen": {}}
+    for split, source, size in (("train", documents(task.train), train_size),
+                                ("dev", development, args.dev_size),
+                                ("test", development, args.test_size or task.held_out)):
+        if task.size_cap is not None:
+            size = min(size or task.size_cap, task.size_cap)
+        kept, count = [], 0
+        for document in source:
+            kept.append(document)
+            count += CONLL2012_UNITS[task.task](document)
+            if size is not None and count >= size:
+                break
+        files[split] = folder / f"{split}_gold_conll"
+        files[split].write_text("".join(kept), encoding="utf-8")
+        if task.task != "srl":  # only SRL's roles can be unseen
+            continue
+        instances = [i for i in read_srl(files[split]) if i.predicate is not None]
+        if split == "train":
+            labels = KINDS["srl"].labels(instances)
+        else:
+            files["unseen"][split] = dict(unseen_targets(instances, labels, "iob2"))
     return files
 
 
@@ -419,7 +486,7 @@ def paper_size_model(work: Path) -> str:
 def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Seconds of one training epoch of the EWT POS tagger (ELMo at the input, learned mix)
     over cached layers and over layers the biLM `model` recomputes for every batch."""
-    from elmo.tasks.data import Encoded, build_labels, build_vocab
+    from elmo.tasks.data import build_labels, build_vocab
     from elmo.tasks.recipe import read_split
     from elmo.tasks.run import Run, resolve_config
 
@@ -431,7 +498,7 @@ def epoch_speed(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
         progress=False, **task.options))
     train = read_split(config, config.train)
     run = Run(config, build_vocab(train), build_labels(train))
-    encoded = Encoded(train, run.vocab, run.targets(train))
+    encoded = run.encode(train, run.targets(train))
     store = run.layers(train)  # built before the clock starts: the cache exists
     optimizer = torch.optim.Adam(run.model.parameters(), lr=1e-3)
 

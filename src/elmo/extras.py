@@ -17,6 +17,7 @@ EXTRA_PACKAGES = {
     "seqeval": ("seqeval", "tasks"),
     "torchcrf": ("pytorch-crf", "tasks"),
     "nltk": ("nltk", "tasks"),
+    "scipy": ("scipy", "tasks"),  # CEAF's cluster alignment (coreference)
     "sacremoses": ("sacremoses", "moses"),
     "jieba": ("jieba", "zh"),
     "gensim": ("gensim", "word2vec"),

@@ -29,8 +29,9 @@ DEFAULTS = SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(Task
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="train, evaluate and use task models with ELMo",
                        description="Task models that use ELMo: a BiLSTM-CRF tagger, a sentence "
-                       "classifier, an ESIM-style sentence-pair model and a BiDAF-style "
-                       "question-answering (answer span) model.")
+                       "classifier, an ESIM-style sentence-pair model, a BiDAF-style "
+                       "question-answering (answer span) model, a semantic role labeller "
+                       "and a span-ranking coreference model.")
     commands = p.add_subparsers(dest="task_command", required=True, metavar="ACTION")
     _add_train(commands)
     _add_evaluate(commands)
@@ -51,8 +52,8 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
     """--format and the readers' options."""
     d = DEFAULTS
     group.add_argument("--format", choices=FORMATS,
-                       help=f"{formats_help()}. Files may be .gz (default: the format whose "
-                       "suffix the file's name has)")
+                       help=f"{formats_help()}. Files may be .gz or .xz (default: the format "
+                       "whose suffix the file's name has)")
     group.add_argument("--token-column", type=int, default=d.token_column, help="conll")
     group.add_argument("--tag-column", type=int, default=d.tag_column,
                       help="conll (negative: from the end)")
@@ -68,6 +69,10 @@ def _format_options(group: argparse._ArgumentGroup) -> None:
                        help="label-text, tsv and nli sentences, squad passages and questions "
                        "(default: the tokenizer --elmo records, as `elmo embed`; else "
                        "whitespace; Chinese: chars)")
+    group.add_argument("--segment-words", type=int, default=d.segment_words, metavar="N",
+                       help="conll2012 coreference: documents cut into segments of at most N "
+                       "words (whole sentences where they fit), which bounds the memory; "
+                       "mentions are linked within a segment")
     group.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default=d.encoding_errors,
                       help="strict: stop at a line that is not UTF-8; replace: U+FFFD")
 
@@ -128,8 +133,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
     train = p.add_argument_group("training")
     train.add_argument("--metric", choices=METRICS,
-                       help="default: span-f1 with --scheme, squad-f1 for --task span, else "
-                       "accuracy. --task span: " + "; ".join(
+                       help="default: span-f1 with --scheme, squad-f1 for --task span, "
+                       "srl-f1 (the CoNLL-2005 evaluation's F1) for --task srl, coref-f1 "
+                       "(the CoNLL F1) for --task coref, else accuracy. --task span: " + "; ".join(
                            f"{m.name}: {m.help}" for m in ANSWER_METRICS.values()))
     train.add_argument("--seed", type=int, default=d.seed,
                        help="initialisation, batch order and --train-fraction sample")
@@ -154,6 +160,14 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                        help="keep the word embeddings fixed during training")
     train.add_argument("--max-answer-tokens", type=int, default=d.max_answer_tokens,
                        metavar="N", help="--task span: the longest answer predicted")
+    train.add_argument("--max-span-width", type=int, default=d.max_span_width, metavar="N",
+                       help="--task coref: the longest mention considered, in words")
+    train.add_argument("--top-span-ratio", type=float, default=d.top_span_ratio,
+                       metavar="R", help="--task coref: the R * words best-scoring spans of "
+                       "a segment are kept as mentions")
+    train.add_argument("--max-antecedents", type=int, default=d.max_antecedents,
+                       metavar="K", help="--task coref: each kept span is scored against "
+                       "the K nearest earlier ones (and no antecedent)")
     train.add_argument("--hidden-dim", type=int, default=d.hidden_dim,
                        help="BiLSTM size per direction")
     train.add_argument("--dropout", type=float, default=d.dropout, help="in the task model")
@@ -172,7 +186,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, metavar="FILE")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: metric, score (0..100), n, file, run (span: "
-                   "also exact_match)")
+                   "also exact_match; srl: also precision, recall, propositions; coref: "
+                   "also the F1 of muc, bcub and ceafe)")
     _runtime_options(p)
     add_quantize(p)
     p.set_defaults(run=run_evaluate)
@@ -185,7 +200,9 @@ def _add_predict(commands: argparse._SubParsersAction) -> None:
                             "tags or labels replaced by the model's, or added where it has "
                             "none (conll, tsv, nli: every line, those without a gold label "
                             "too); for --format squad, SQuAD's prediction file {question id: "
-                            "answer text}.")
+                            "answer text}; for --task srl, the CoNLL-2005 props layout that its "
+                            "srl-eval.pl reads; for --task coref, the documents with the "
+                            "predicted clusters in the last column.")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("input", metavar="INPUT")
     p.add_argument("output", metavar="OUTPUT")
@@ -231,10 +248,15 @@ def run_evaluate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.json:
         print(json.dumps(result))
     else:
-        em = f", exact match {result['exact_match']:.2f}" if "exact_match" in result else ""
-        print(f"{result['metric']} {result['score']:.2f}{em} on {result['file']} "
+        others = "".join(f", {k.replace('_', ' ')} {_number(v)}" for k, v in result.items()
+                         if k not in ("metric", "score", "n", "file", "run"))
+        print(f"{result['metric']} {result['score']:.2f}{others} on {result['file']} "
               f"({result['n']} examples)")
     return 0
+
+
+def _number(value: float | int) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

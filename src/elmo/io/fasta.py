@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.textfile import plain_name, read_lines
+from elmo.io.textfile import read_lines, strip_compression
 
 SUFFIXES = (".fasta", ".fa", ".faa", ".fas")
 # How a record's HDF5 dataset is named: by its id, or by biotrainer's hash of its sequence.
@@ -30,8 +30,8 @@ _LOWERCASE = re.compile(r"[a-z]")
 
 
 def is_fasta_path(path: str | Path) -> bool:
-    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain or compressed."""
-    name = plain_name(path)
+    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain, .gz or .xz."""
+    name = strip_compression(Path(path).name.lower())
     return name.endswith(SUFFIXES)
 
 

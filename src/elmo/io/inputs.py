@@ -34,15 +34,14 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
-from elmo.io.textfile import COMPRESSIONS, is_stdin, plain_name, read_lines, scan_input
+from elmo.io.textfile import COMPRESSED, is_stdin, read_lines, scan_input, strip_compression
 
 AUTO = "auto"
 MAX_NAMED = 10  # malformed lines or documents named one by one in each file
 MAX_DOCUMENT_CHARS = 1 << 26  # a WikiExtractor document longer than this is malformed
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 # WikiExtractor's output files: wiki_00, ..., compressed with --compress (wiki_00.bz2)
-WIKI_FILE = re.compile(r"wiki_\d+(" + "|".join(re.escape(c.suffix) for c in COMPRESSIONS)
-                       + ")?")
+WIKI_FILE = re.compile(r"wiki_\d+(" + "|".join(map(re.escape, COMPRESSED)) + ")?")
 WIKI_HEADER = re.compile(r'<doc id="(?P<id>[^"]*)"[^>]*?(?: title="(?P<title>.*)")?>')
 
 
@@ -142,6 +141,10 @@ def _first_line(path: Path, encoding_errors: str = "strict") -> str:
     return ""
 
 
+def _name(path: Path) -> str:
+    return strip_compression(path.name.lower())
+
+
 # ---- text: a sentence per line ----------------------------------------------------------
 
 
@@ -221,7 +224,7 @@ def _text_of(line: str) -> tuple[str | None, str, str]:
 
 
 def _is_json_lines(path: Path, first: str) -> bool:
-    return plain_name(path).endswith(JSON_LINES_SUFFIXES) or (
+    return _name(path).endswith(JSON_LINES_SUFFIXES) or (
         first.startswith("{") and _text_of(first)[0] is not None)
 
 

@@ -2,9 +2,9 @@
 
 Every command reads its text through `read_lines`, so all of them accept the same files: a
 file in one of `COMPRESSIONS` (gzip, `.gz`; bzip2, `.bz2`, as WikiExtractor's `--compress`
-writes), told by its first bytes whatever its name, is decompressed on the fly; a UTF-8
-byte-order mark at the start is dropped, `\\r\\n` endings are handled, and a line that is not
-UTF-8 is reported with the file and line.
+writes; xz, `.xz`), told by its first bytes whatever its name, is decompressed on the fly; a
+UTF-8 byte-order mark at the start is dropped, `\\r\\n` endings are handled, and a line that is
+not UTF-8 is reported with the file and line.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import lzma
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ ENCODING_ERRORS = ("strict", "replace")
 
 @dataclass(frozen=True)
 class Compression:
-    """A compressed form of input files: its `name`, file-name `suffix`, `detect(first four
+    """A compressed form of input files: its `name`, file-name `suffix`, `detect(first six
     bytes)` and `open(binary file) -> its decompressed bytes`, read as a stream."""
 
     name: str
@@ -42,15 +43,18 @@ COMPRESSIONS = (
                 lambda f: gzip.GzipFile(fileobj=f, mode="rb")),
     Compression("bzip2", ".bz2", lambda head: head[:3] == b"BZh" and head[3:4].isdigit(),
                 lambda f: bz2.BZ2File(f, "rb")),
+    Compression("xz", ".xz", lambda head: head[:6] == b"\xfd7zXZ\x00",
+                lambda f: lzma.LZMAFile(f, mode="rb")),
 )
+COMPRESSED = tuple(c.suffix for c in COMPRESSIONS)  # the suffixes every reader takes
+# A compressed stream cut short or corrupt (gzip's BadGzipFile and bzip2's are OSErrors)
+_BROKEN = (OSError, lzma.LZMAError, EOFError)
 
 
-def plain_name(path: str | Path) -> str:
-    """The name of `path` in lower case, without the suffix of a compression (`a.jsonl.gz`:
-    `a.jsonl`), for kinds told by their names."""
-    name = Path(path).name.lower()
-    return next((name.removesuffix(c.suffix) for c in COMPRESSIONS if name.endswith(c.suffix)),
-                name)
+def strip_compression(name: str) -> str:
+    """A file name without its compression suffix (`COMPRESSED`), any case."""
+    lower = name.lower()
+    return next((name[: -len(s)] for s in COMPRESSED if lower.endswith(s)), name)
 
 
 def is_stdin(path: str | Path) -> bool:
@@ -85,7 +89,7 @@ def open_input(path: str | Path) -> Iterator[BinaryIO]:
 def _decompressed(f: BinaryIO, name: str) -> Iterator[BinaryIO]:
     """`f`'s bytes, decompressed if its first bytes are a compression's; a compressed
     stream's read errors (cut short, corrupt) as InputFileError naming `name`."""
-    head = f.peek(4)[:4] if hasattr(f, "peek") else b""
+    head = f.peek(6)[:6] if hasattr(f, "peek") else b""
     compression = next((c for c in COMPRESSIONS if c.detect(head)), None)
     if compression is None:
         yield f
@@ -93,9 +97,9 @@ def _decompressed(f: BinaryIO, name: str) -> Iterator[BinaryIO]:
     try:
         with compression.open(f) as stream:
             yield stream
-    except (EOFError, OSError) as err:
-        raise InputFileError(f"{name} is not a complete {compression.name} file "
-                             f"({err}); compress it again, or decompress it and pass the "
+    except _BROKEN as err:
+        raise InputFileError(f"{name} is not a complete compressed file ({compression.name}: "
+                             f"{err}); compress it again, or decompress it and pass the "
                              "text") from None
 
 

@@ -27,7 +27,7 @@ RESUMABLE_CHANGES = ("epochs", "patience", "test", "device", "progress", "cache_
 class TaskConfig:
     """Everything `elmo task train` takes; `train_task(TaskConfig(...))` from Python."""
 
-    task: str  # tagging | classification | pair | span
+    task: str  # tagging | classification | pair | span | srl | coref
     train: str
     dev: str | None  # None: hold out dev_fraction of the training file
     out: str
@@ -43,6 +43,8 @@ class TaskConfig:
     label_column: str | None = None  # tsv
     tokenizer: str | None = None  # label-text, tsv, squad (None: the one --elmo records,
     # else whitespace)
+    segment_words: int = 512  # conll2012 coreference: documents cut into segments of at most
+    # this many words (whole sentences where they fit)
     encoding_errors: str = "strict"
     # ELMo
     elmo: str | None = None  # a model `elmo embed` takes; None: the task model alone
@@ -57,7 +59,8 @@ class TaskConfig:
     # triangular schedule, gradual unfreezing); its layers are then computed per batch
     cache_dir: str | None = None  # feature cache (default: $ELMO_CACHE/features)
     # training
-    metric: str | None = None  # span-f1 | accuracy | squad-f1 | cmrc (default: the task type's)
+    metric: str | None = None  # span-f1 | accuracy | squad-f1 | cmrc | srl-f1 | coref-f1
+    # (default: the task type's)
     seed: int = 0
     epochs: int = 10
     patience: int = 3  # stop after this many epochs without a better dev score
@@ -69,6 +72,9 @@ class TaskConfig:
     word_vectors: str | None = None  # word2vec/GloVe text file: the first word embeddings
     freeze_word_vectors: bool = False
     max_answer_tokens: int = 30  # span: the longest answer predicted
+    max_span_width: int = 10  # coref: the longest mention predicted, in words
+    top_span_ratio: float = 0.4  # coref: spans kept per word of a segment
+    max_antecedents: int = 50  # coref: earlier kept spans each kept span is scored against
     hidden_dim: int = 128
     dropout: float = 0.3
     device: str | None = None
@@ -135,6 +141,10 @@ class TaskConfig:
             (self.hidden_dim >= 1, "--hidden-dim must be >= 1"),
             (self.min_updates >= 0, "--min-updates must be >= 0"),
             (self.max_answer_tokens >= 1, "--max-answer-tokens must be >= 1"),
+            (self.segment_words >= 1, "--segment-words must be >= 1"),
+            (self.max_span_width >= 1, "--max-span-width must be >= 1"),
+            (0 < self.top_span_ratio <= 1, "--top-span-ratio must be in (0, 1]"),
+            (self.max_antecedents >= 1, "--max-antecedents must be >= 1"),
         ]
         raise_failed(checks)
 

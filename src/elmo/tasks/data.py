@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +176,9 @@ class Batch:
     mask: torch.Tensor  # (K*B, T) bool
     targets: torch.Tensor | None  # (B, T) tags, (B,) labels, (B, 2) spans; None: unlabeled
     tokens: list[list[str]]  # the K*B sentences' tokens (for character ids)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # the task type's own
+    # model inputs by keyword (SRL: "predicate", (B, T); coreference: "speakers", (B, N),
+    # "genre", (B,))
 
     def char_ids(self, bilm: BiLM) -> torch.Tensor:  # (K*B, T, C)
         return bilm.batch_to_ids(self.tokens)
@@ -194,14 +197,16 @@ class Encoded:
 
     def __init__(self, examples: Sequence, vocab: Sequence[str],
                  targets: Sequence[torch.Tensor] | None = None,
-                 subset: Sequence[int] | None = None) -> None:
+                 subset: Sequence[int] | None = None,
+                 inputs: Sequence[dict[str, torch.Tensor]] | None = None) -> None:
         """`examples`: the list the feature cache was built from; `targets`: one tensor per
         example (None: unlabeled); `subset`: the examples to batch (default: all); batch
-        indices count in it."""
+        indices count in it; `inputs`: the task type's model inputs of each example."""
         self.sentences, numbers = sentence_layout(examples)
         self.subset = list(subset) if subset is not None else list(range(len(examples)))
         self.sentence_numbers = [numbers[i] for i in self.subset]
         self.targets = [targets[i] for i in self.subset] if targets is not None else None
+        self.inputs = [inputs[i] for i in self.subset] if inputs is not None else None
         word_index = {w: i for i, w in enumerate(vocab)}
         self.word_ids = [[word_index.get(w, UNK) for w in s] for s in self.sentences]
 
@@ -219,7 +224,11 @@ class Encoded:
         if self.targets is not None:
             targets = stack_targets([self.targets[i] for i in indices])
         tokens = [self.sentences[r] for r in rows]
-        return Batch(list(indices), rows, word_ids, mask, targets, tokens)
+        inputs = {}
+        if self.inputs is not None:
+            inputs = {key: stack_targets([self.inputs[i][key] for i in indices])
+                      for key in self.inputs[indices[0]]}
+        return Batch(list(indices), rows, word_ids, mask, targets, tokens, inputs)
 
     def batches(self, batch_size: int, shuffle_seed: int | None = None) -> list[list[int]]:
         """Index lists of at most `batch_size` examples: shuffled with `shuffle_seed`, else

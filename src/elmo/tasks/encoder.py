@@ -37,18 +37,22 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
 
 
 class WordEncoder(nn.Module):
-    """Trainable word embeddings, [; ELMo], dropout, BiLSTM, [; ELMo], dropout."""
+    """Trainable word embeddings, [; ELMo], [; a task's own features], dropout, BiLSTM,
+    [; ELMo], dropout."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, extra_dim: int = 0) -> None:
+        """`extra_dim`: the width of features the task adds at the input (SRL: the predicate
+        indicator's embedding)."""
         super().__init__()
-        self.config = config
+        self.config, self.extra_dim = config, extra_dim
         self.embed = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD)
         # Training never sees <unk> (the vocabulary holds every training word), so its row
         # keeps its start: zero lets an unseen word's context decide. A random row did harm:
         # 1.5 dev F1 on CoNLL-2003, up to 9 beside word2vec vectors of a smaller scale.
         with torch.no_grad():
             self.embed.weight[UNK].zero_()
-        self.lstm = nn.LSTM(config.embedding_dim + config.elmo_input_dim, config.hidden_dim,
+        self.lstm = nn.LSTM(config.embedding_dim + config.elmo_input_dim + extra_dim,
+                            config.hidden_dim,
                             num_layers=config.num_layers, bidirectional=True, batch_first=True,
                             dropout=config.dropout if config.num_layers > 1 else 0.0)
         self.dropout = nn.Dropout(config.dropout)
@@ -59,19 +63,23 @@ class WordEncoder(nn.Module):
         mask: torch.Tensor,  # (B, T) bool
         elmo_input: torch.Tensor | None = None,  # (B, T, elmo_input_dim)
         elmo_output: torch.Tensor | None = None,  # (B, T, elmo_output_dim)
+        extra: torch.Tensor | None = None,  # (B, T, extra_dim)
     ) -> torch.Tensor:  # (B, T, output_dim)
-        _check_elmo("elmo_input", elmo_input, self.config.elmo_input_dim)
-        _check_elmo("elmo_output", elmo_output, self.config.elmo_output_dim)
+        _check_input("elmo_input", elmo_input, self.config.elmo_input_dim)
+        _check_input("elmo_output", elmo_output, self.config.elmo_output_dim)
+        _check_input("extra", extra, self.extra_dim)
         x = self.embed(word_ids)  # (B, T, E)
         if elmo_input is not None:
             x = torch.cat([x, elmo_input], dim=-1)  # (B, T, E + D)
+        if extra is not None:
+            x = torch.cat([x, extra], dim=-1)  # (B, T, E [+ D] + X)
         h = run_lstm(self.lstm, self.dropout(x), mask)  # (B, T, 2H)
         if elmo_output is not None:
             h = torch.cat([h, elmo_output], dim=-1)  # (B, T, 2H + D)
         return self.dropout(h)
 
 
-def _check_elmo(name: str, tensor: torch.Tensor | None, dim: int) -> None:
+def _check_input(name: str, tensor: torch.Tensor | None, dim: int) -> None:
     if (tensor is None) != (dim == 0) or (tensor is not None and tensor.shape[-1] != dim):
         got = "none" if tensor is None else f"dimension {tensor.shape[-1]}"
         raise ValueError(f"{name}: the model was built for dimension {dim}, got {got}")

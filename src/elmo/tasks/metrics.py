@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from elmo.extras import import_extra
 
-METRICS = ("span-f1", "accuracy", "squad-f1", "cmrc")  # squad-f1, cmrc: elmo.tasks.span
+METRICS = ("span-f1", "accuracy", "squad-f1", "cmrc", "srl-f1", "coref-f1")  # squad-f1, cmrc:
+# elmo.tasks.span; srl-f1: elmo.tasks.srl_eval; coref-f1: elmo.tasks.coref_metrics
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:

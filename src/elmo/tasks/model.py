@@ -40,7 +40,8 @@ class TaskModel(nn.Module):
             else:
                 out = self.elmo(batch.char_ids(self.elmo.bilm).to(batch.word_ids.device))
             elmo.update(zip(self.mix_names, out["elmo_representations"], strict=True))
-        return self.task(batch.word_ids, batch.mask, elmo["input"], elmo["output"])
+        return self.task(batch.word_ids, batch.mask, elmo["input"], elmo["output"],
+                         **batch.inputs)
 
     def layer_weights(self) -> dict[str, list[float]]:
         """softmax(s) of each mix, by where it goes ({} without ELMo)."""

@@ -1,8 +1,8 @@
 """Task data sets in their usual formats: CoNLL columns, CoNLL-U, label-text, TSV,
-SQuAD-layout JSON (`elmo.tasks.squad`) and NLI JSON lines (`elmo.tasks.nli`), one
-`DatasetFormat` record each in `FORMATS`.
+SQuAD-layout JSON (`elmo.tasks.squad`), NLI JSON lines (`elmo.tasks.nli`) and CoNLL-2012
+(`elmo.tasks.srl_data`, `elmo.tasks.coref_data`), one `DatasetFormat` record each in `FORMATS`.
 
-Every reader takes a plain or ``.gz`` UTF-8 file and returns a list of examples, each
+Every reader takes a plain, ``.gz`` or ``.xz`` UTF-8 file and returns a list of examples, each
 remembering the 1-based line it starts on and its source lines, so predictions can be
 written back in the input's format (:func:`write_predictions`). Bad input raises
 :class:`~elmo.errors.InputFileError` naming the file and line. `elmo task` (its options, the
@@ -19,10 +19,12 @@ from typing import Any
 
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_write_text
-from elmo.io.textfile import read_lines
+from elmo.io.textfile import read_lines, strip_compression
+from elmo.tasks.coref_data import CorefSegment, read_coref
 from elmo.tasks.examples import LabeledPair, LabeledText, TaggedSentence
 from elmo.tasks.nli import NLI_LABELS, nli_notes, read_nli, write_nli
 from elmo.tasks.squad import SquadQuestion, read_squad
+from elmo.tasks.srl_data import SrlInstance, read_srl
 from elmo.tokenize import get_tokenizer
 
 SCHEMES = ("iob1", "iob2", "bioes")
@@ -372,11 +374,27 @@ class DatasetFormat:
 
     def reader_options(self, values: Mapping[str, Any], labeled: bool = True
                        ) -> dict[str, Any]:
-        """The reader's keywords from `values` (a config's or the command's options); not
+        """The reader's keywords from `values` (a config's or the command's options; the
+        reader's default for one the command lacks, as `elmo task text` lacks --task); not
         `labeled`: with the `unlabeled` options."""
-        options = {name: values[name] for name in self.options}
+        options = {name: values[name] for name in self.options if name in values}
         return {**options, **({} if labeled else self.unlabeled),
                 "encoding_errors": values["encoding_errors"]}
+
+
+# --format conll2012: the examples of each task type that reads it, from a file or folder
+CONLL2012_EXAMPLES: dict[str, Callable[[str | Path, int, str], list]] = {
+    "srl": lambda path, segment_words, encoding_errors: read_srl(path, encoding_errors),
+    "coref": read_coref,
+}
+
+
+def read_conll2012_examples(path: str | Path, task: str = "srl", segment_words: int = 512,
+                            encoding_errors: str = "strict") -> list:
+    """A CoNLL-2012 file (or folder) as `task`'s examples: SRL instances, one per predicate
+    (also for `elmo task text`, which has no --task), or coreference segments of at most
+    `segment_words` words."""
+    return CONLL2012_EXAMPLES[task](path, segment_words, encoding_errors)
 
 
 FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
@@ -398,6 +416,9 @@ FORMATS: dict[str, DatasetFormat] = {f.name: f for f in (
                   "labelled - are skipped) or premise, hypothesis, label (a word, or 0/1/2: "
                   f"{'/'.join(NLI_LABELS)})", read_nli, ("tokenizer",), (LabeledPair,), (),
                   write_nli, unlabeled={"skip_unlabeled": False}, notes=nli_notes),
+    DatasetFormat("conll2012", "CoNLL-2012 *_gold_conll (OntoNotes): a file or a folder",
+                  read_conll2012_examples, ("task", "segment_words"),
+                  (SrlInstance, CorefSegment), (".gold_conll",)),
 )}
 
 
@@ -409,8 +430,8 @@ def dataset_format(name: str) -> DatasetFormat:
 
 
 def format_of_name(path: str | Path) -> str | None:
-    """The format a file's name tells by its suffix (after .gz), None when none does."""
-    suffix = Path(str(path).removesuffix(".gz")).suffix.lower()
+    """The format a file's name tells by its suffix (after .gz or .xz), None when none does."""
+    suffix = Path(strip_compression(str(path))).suffix.lower()
     return next((f.name for f in FORMATS.values() if suffix and suffix in f.suffixes), None)
 
 

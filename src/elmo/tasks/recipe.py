@@ -19,7 +19,7 @@ from elmo.loading.load import load_model
 from elmo.loading.resolve import find_official_pair
 from elmo.runs import METRICS_NAME, TASK, changed_options, claim_run_folder
 from elmo.tasks.config import RESUMABLE_CHANGES, TaskConfig
-from elmo.tasks.data import Encoded, build_vocab, flat_sentences, held_out_split, nested_sample
+from elmo.tasks.data import build_vocab, flat_sentences, held_out_split, nested_sample
 from elmo.tasks.readers import FORMATS, read_dataset
 from elmo.tasks.registry import TASKS
 from elmo.tasks.run import (
@@ -59,8 +59,7 @@ def train_task(config: TaskConfig, overwrite: bool = False) -> dict[str, Any]:
             raise ElmoError(f"{config.train}: no training example has a usable target (see "
                             "the data notes above)")
         # fit (the feature cache holds the whole training file; the sample is a subset of it)
-        result = fit(run, Encoded(train_all, run.vocab, targets, subset=trained), train_all,
-                     dev)
+        result = fit(run, run.encode(train_all, targets, subset=trained), train_all, dev)
         saved = saved_run(out)
         result.update(n_train=len(trained), **{k: saved[k] for k in ("data", "word_vectors")
                                                if saved.get(k)})

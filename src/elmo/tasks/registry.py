@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from elmo.tasks.classifier import Classifier, ClassifierConfig
+from elmo.tasks.coref import CorefTask
 from elmo.tasks.pair import PairClassifier, PairConfig
 from elmo.tasks.readers import LabeledPair, LabeledText, TaggedSentence
 from elmo.tasks.span import SpanTask
+from elmo.tasks.srl import SrlTask
 from elmo.tasks.tagger import Tagger, TaggerConfig
 from elmo.tasks.task_type import LabelTask, TaskType
 
@@ -14,4 +16,6 @@ TASKS: dict[str, TaskType] = {task.name: task for task in (
     LabelTask("classification", Classifier, ClassifierConfig, LabeledText),
     LabelTask("pair", PairClassifier, PairConfig, LabeledPair),
     SpanTask(),
+    SrlTask(),
+    CorefTask(),
 )}

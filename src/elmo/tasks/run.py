@@ -165,6 +165,12 @@ class Run:
         run.model.load_saved_state(load_file(str(run_dir / "model.safetensors")))
         return run
 
+    @property
+    def batch_size(self) -> int:
+        """Examples per training batch: the task type's when it fixes one, else the
+        config's."""
+        return self.kind.examples_per_batch or self.config.batch_size
+
     def feature_store(self, examples: list) -> LayerStore:
         """The feature cache of `examples`' sentences (the biLM as loaded)."""
         return feature_store(self.bilm, examples, self.config)
@@ -192,6 +198,13 @@ class Run:
         """Each example's training target (None: not trained on, e.g. an unmapped answer)."""
         return [self.kind.target(e, self.label_index) for e in examples]
 
+    def encode(self, examples: list, targets: list[torch.Tensor | None] | None = None,
+               subset: list[int] | None = None) -> Encoded:
+        """`examples` (the feature cache's list) with word ids, their task type's model
+        inputs and `targets`, to batch (`subset`: the ones batched; default all)."""
+        return Encoded(examples, self.vocab, targets, subset,
+                       [self.kind.model_inputs(e) for e in examples])
+
     def scores(self, encoded: Encoded, indices: list[int], store: Any
                ) -> tuple[Batch, torch.Tensor]:
         """The batch of examples `indices` (on the device) and the model's scores for it."""
@@ -200,6 +213,7 @@ class Run:
         if store is not None:
             layers = store.batch(batch.sentence_ids)[0].to(self.device)
         batch.word_ids, batch.mask = batch.word_ids.to(self.device), batch.mask.to(self.device)
+        batch.inputs = {k: v.to(self.device) for k, v in batch.inputs.items()}
         if batch.targets is not None:
             batch.targets = batch.targets.to(self.device)
         return batch, self.model(batch, layers)
@@ -208,11 +222,11 @@ class Run:
     def predict(self, examples: list) -> list:
         """The predictions for `examples` (tags, labels, answer texts), in order."""
         self.model.eval()
-        encoded = Encoded(examples, self.vocab)
+        encoded = self.encode(examples)
         predictions: list = [None] * len(examples)
         store = self.layers(examples)
         with store if store is not None else nullcontext():
-            for indices in encoded.batches(64):
+            for indices in encoded.batches(self.kind.examples_per_batch or 64):
                 batch, scores = self.scores(encoded, indices, store)
                 for i, p in zip(indices, self.model.task.predict(scores, batch.mask),
                                 strict=True):
@@ -265,7 +279,7 @@ def fit(run: Run, encoded: Encoded, train_all: list, dev: list) -> dict[str, Any
     layer_weights.json), a line in metrics.jsonl and a checkpoint. Training stops early after
     `config.patience` epochs without a better dev score."""
     config, model, out = run.config, run.model, Path(run.config.out)
-    per_pass = len(encoded.batches(config.batch_size))
+    per_pass = len(encoded.batches(run.batch_size))
     passes = max(1, math.ceil(config.min_updates / (config.epochs * per_pass)))
     tuner = None
     if config.fine_tune:
@@ -331,7 +345,7 @@ def _train_epoch(run: Run, encoded: Encoded, store: LayerStore | None,
     config, model = run.config, run.model
     model.train()
     batches = [b for p in range(epoch * passes, (epoch + 1) * passes)
-               for b in encoded.batches(config.batch_size, shuffle_seed=config.seed * 1000 + p)]
+               for b in encoded.batches(run.batch_size, shuffle_seed=config.seed * 1000 + p)]
     if tuner is not None:
         tuner.on_epoch_start(epoch)
     total = 0.0

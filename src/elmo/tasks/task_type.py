@@ -31,10 +31,13 @@ class TaskType:
     become targets and predictions become output."""
 
     name: str
-    model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output), has loss, predict
+    model: type[nn.Module]  # takes (word_ids, mask, elmo_input, elmo_output, **the examples'
+    # model_inputs(), where they have them), has loss, predict
     model_config: type  # an EncoderConfig
     example: type  # TaggedSentence, LabeledText, ...
     metrics: tuple[str, ...]  # the first is the default
+    examples_per_batch: int | None = None  # fixed by the task (None: --batch-size; 64 when
+    # predicting)
 
     def default_metric(self, config: Any) -> str:
         return self.metrics[0]
@@ -63,6 +66,11 @@ class TaskType:
         """A key per example: examples with one key are held out together by --dev-fraction
         (None: each example on its own)."""
         return None
+
+    def model_inputs(self, example: Any) -> dict[str, torch.Tensor]:
+        """The example's inputs to the model beyond its words, by keyword of the model's
+        forward (SRL: the predicate indicator); {} for none."""
+        return {}
 
     def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor | None:
         """The example's training target (None: not trained on)."""
