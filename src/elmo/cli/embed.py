@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         usage=USAGE,
         help="embed a text file (one tokenized sentence per line) or FASTA into HDF5",
-        description="Embed INPUT (UTF-8, plain, gzipped or bzip2, one sentence per line) into "
+        description="Embed INPUT (UTF-8, plain, gzip, bzip2 or xz, one sentence per line) into "
         "OUTPUT "
         "(HDF5: one dataset per line, named by its 0-based number, and 'sentence_to_index'); "
         "a FASTA INPUT gets one dataset per record, named by its id. "

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name,
         help="perplexity of a trained biLM on a text file",
-        description="Score FILE (one sentence per line, plain, gzipped or bzip2, '-' reads stdin; "
+        description="Score FILE (one sentence per line, plain or .gz .bz2 .xz, '-' reads stdin; "
         "JSON lines or WikiExtractor's output, see --input-format) "
         "with MODEL, a model with its softmax: a shipped name (default, default-zh), a "
         "directory written by `elmo train` or its --weights-copy. Exact softmax; "

@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="pretrain a biLM on a corpus, or continue training one",
         description="Train a biLM on a corpus, streamed: text files (one sentence per line, "
-        "plain, .gz or .bz2, globs allowed), JSON lines, WikiExtractor's output (see "
+        "plain or .gz .bz2 .xz, globs allowed), JSON lines, WikiExtractor's output (see "
         "--input-format), "
         "or a corpus prepared by `elmo prepare-corpus` (the same batches, from token ids). "
         "OUT, created once training starts, receives elmo-run.json (it marks a pretraining "

@@ -1,5 +1,5 @@
 """Streaming a text corpus of any size, in any of the input kinds of `elmo.io.inputs`
-(UTF-8, plain or compressed: gzip, bzip2): one sentence per line (or stdin), FASTA (a record
+(UTF-8, plain or compressed: gzip, bzip2, xz): one sentence per line (or stdin), FASTA (a record
 per sentence), JSON lines and WikiExtractor's output (paragraphs, split into sentences by the
 splitter of the tokenizer's language, `elmo.io.sentences`), each file of the kind it is
 detected as, or of the one named (`input_format`).
@@ -162,7 +162,7 @@ def iter_lines(
     (`elmo.io.sentences`). Documents that `selection` leaves out or holds out are not read
     (`tally`, if given, counts them).
 
-    Read with `elmo.io.textfile.read_lines`: gzip and bzip2 are decompressed on the fly, a
+    Read with `elmo.io.textfile.read_lines`: gzip, bzip2 and xz are decompressed on the fly, a
     byte-order mark dropped, and invalid UTF-8 raises InputFileError (a ValueError) naming
     file and line, as does a malformed FASTA record (`elmo.io.fasta.read_fasta`); a malformed
     JSON line or WikiExtractor document is skipped with a warning naming file and line.

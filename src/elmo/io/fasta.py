@@ -30,7 +30,7 @@ _LOWERCASE = re.compile(r"[a-z]")
 
 
 def is_fasta_path(path: str | Path) -> bool:
-    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain, .gz or .xz."""
+    """Whether `path` is named as a FASTA file: .fasta .fa .faa .fas, plain or compressed."""
     name = strip_compression(Path(path).name.lower())
     return name.endswith(SUFFIXES)
 

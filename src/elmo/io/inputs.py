@@ -4,8 +4,8 @@ A kind says how a file of it is recognised (its name, or its first non-blank lin
 its files, for WikiExtractor's output) and reads a file as *passages*: pieces of text with the
 line they are on and a key naming them. A passage is one sentence (a text line, a FASTA
 record), or a paragraph that the reader of the corpus splits into sentences
-(`elmo.io.sentences`). Every file is read through `elmo.io.textfile.read_lines` (UTF-8, plain,
-gzipped or bzip2-compressed, a line at a time: nothing holds a whole file; a WikiExtractor
+(`elmo.io.sentences`). Every file is read through `elmo.io.textfile.read_lines` (UTF-8, plain or
+compressed (gzip, bzip2, xz), a line at a time: nothing holds a whole file; a WikiExtractor
 document is held until its `</doc>`, at most `MAX_DOCUMENT_CHARS`).
 
 Malformed input (a JSON line that is not an object with a "text" or "content" string, a
