@@ -171,7 +171,7 @@ class TaskConfig:
         if self.fine_tune and self.quantize:
             raise ElmoError(f"--quantize {self.quantize} is for a frozen biLM: it cannot be "
                             "combined with --fine-tune")
-        if self.metric == "span-f1" and (self.task != "tagging" or not self.scheme):
+        if self.metric == "span-f1" and not self.scheme:  # a kind that scores spans
             raise ElmoError("--metric span-f1 scores tags as spans: it needs --task tagging "
                             "and --scheme iob1, iob2 or bioes")
 
