@@ -11,11 +11,12 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from elmo.layer_choice import LayerChoice, parse_layer_choice
-from elmo.serve.schemas import ErrorResponse, error_responses
+from elmo.serve.schemas import ErrorResponse, OpenAIErrorResponse, error_responses
 from elmo.serve.service import Service
 
 BINARY = "application/octet-stream"  # /embed_all's safetensors answer
 TEI_ERRORS = error_responses(ErrorResponse)
+OPENAI_ERRORS = error_responses(OpenAIErrorResponse)
 
 
 def answers(model: object, description: str, errors: dict | None = None,

@@ -8,13 +8,8 @@ import base64
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from elmo.serve.answers import AppService, answers, json_response, pooled
-from elmo.serve.schemas import (
-    OpenAIEmbeddingRequest,
-    OpenAIEmbeddingResponse,
-    OpenAIErrorResponse,
-    error_responses,
-)
+from elmo.serve.answers import OPENAI_ERRORS, AppService, answers, json_response, pooled
+from elmo.serve.schemas import OpenAIEmbeddingRequest, OpenAIEmbeddingResponse
 from elmo.serve.service import ApiError
 
 router = APIRouter()
@@ -22,7 +17,7 @@ router = APIRouter()
 
 @router.post("/v1/embeddings", response_model=None, responses=answers(
     OpenAIEmbeddingResponse, "OpenAI's embeddings answer",
-    error_responses(OpenAIErrorResponse)))
+    OPENAI_ERRORS))
 async def openai_embeddings(body: OpenAIEmbeddingRequest, request: Request,
                             service: AppService) -> Response:
     """OpenAI's embeddings API: `/embed`'s normalized vectors, as floats or as base64 of

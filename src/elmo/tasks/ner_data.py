@@ -11,40 +11,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elmo.tasks.conll2012 import END, LabeledSpan, read_conll2012
+from elmo.tasks.conll2012 import END, read_conll2012
 from elmo.tasks.examples import TaggedSentence
 from elmo.tasks.reader_lines import replace_column
+from elmo.tasks.srl_data import spans_to_tags, tags_to_spans
 
 NER_COLUMN = 10
-OUTSIDE = "O"
-
-
-def bio_tags(length: int, entities: Sequence[LabeledSpan]) -> list[str]:
-    """B-TYPE on an entity's first word, I-TYPE on the others, O outside."""
-    tags = [OUTSIDE] * length
-    for label, start, end in entities:
-        tags[start:end + 1] = [f"B-{label}"] + [f"I-{label}"] * (end - start)
-    return tags
-
-
-def bio_spans(tags: Sequence[str]) -> list[LabeledSpan]:
-    """The entities of BIO tags (an I-TYPE after another type starts one)."""
-    spans: list[LabeledSpan] = []
-    start, label = None, None
-    for i, tag in enumerate([*tags, OUTSIDE]):
-        inside = tag.startswith("I-") and tag[2:] == label
-        if start is not None and not inside:
-            spans.append((label, start, i - 1))
-            start = label = None
-        if tag[:2] in ("B-", "I-") and not inside:
-            start, label = i, tag[2:]
-    return spans
 
 
 def entity_cells(tags: Sequence[str]) -> list[str]:
     """The NER column of BIO tags: `(TYPE)`, or `(TYPE*` ... `*)`, and `*` elsewhere."""
     cells = ["*"] * len(tags)
-    for label, start, end in bio_spans(tags):
+    for label, start, end in tags_to_spans(tags):
         cells[start] = f"({label})" if start == end else f"({label}*"
         if end > start:
             cells[end] = "*)"
@@ -62,7 +40,7 @@ def read_ner(path: str | Path, encoding_errors: str = "strict") -> list[TaggedSe
             end = ["", END] if number == last else []
             rows = [*begin, *sentence.rows, *end]
             sentences.append(TaggedSentence(
-                list(sentence.words), bio_tags(len(sentence.words), sentence.entities),
+                list(sentence.words), spans_to_tags(sentence.entities, len(sentence.words)),
                 line=sentence.line, rows=rows,
                 token_rows=list(range(len(begin), len(begin) + len(sentence.words)))))
     return sentences
