@@ -8,7 +8,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from elmo.cli.common import (
     DefaultsHelpFormatter,
@@ -63,12 +63,11 @@ class Action:
     run: Callable[[argparse.Namespace, argparse.ArgumentParser], int]
     records: tuple[type, ...] = (TaskConfig, TaskCommand)
     formatter: type[argparse.HelpFormatter] = argparse.HelpFormatter
-    options: dict[str, dataclasses.Field] = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "options", {
-            f.name: f for record in reversed(self.records) for f in dataclasses.fields(record)
-            if is_option(f)})
+    def option(self, name: str) -> dataclasses.Field:
+        """The field `name` of the first of `records` that has it as an option."""
+        return next(f for record in self.records for f in dataclasses.fields(record)
+                    if f.name == name and is_option(f))
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -88,7 +87,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                 if callable(entry):  # options that other commands share
                     entry(group)
                 else:
-                    add_option(group, action.options[entry])
+                    add_option(group, action.option(entry))
         parser.set_defaults(run=action.run)
 
 
