@@ -72,3 +72,14 @@ def test_label_kinds_decide_per_token_outputs_by_their_records():
     assert TASKS["tagging"].decode(None, [1, 0], labels) == ["y", "x"]
     assert TASKS["classification"].decode(None, 1, labels) == "y"
     assert [k.name for k in TASKS.values() if getattr(k, "per_token", False)] == ["tagging"]
+
+
+def test_default_metric_is_the_kinds_own():
+    """span-f1 with --scheme for a kind scored by it; a label per sentence is scored by
+    accuracy whatever --scheme says (it was refused as not scored by span-f1)."""
+    def config(task, fmt, scheme):
+        return TaskConfig(task=task, train="t", dev="d", out="o", format=fmt, scheme=scheme)
+
+    assert config("tagging", "conll", "iob2").metric == "span-f1"
+    assert config("tagging", "conll", None).metric == "accuracy"
+    assert config("classification", "label-text", "iob2").metric == "accuracy"

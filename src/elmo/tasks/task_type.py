@@ -111,7 +111,7 @@ class LabelTask(TaskType):
     checks_labels: bool = True
 
     def default_metric(self, config: Any) -> str:
-        return "span-f1" if config.scheme else "accuracy"
+        return "span-f1" if config.scheme and "span-f1" in self.metrics else self.metrics[0]
 
     def labels(self, examples: Sequence) -> list[str]:
         return build_labels(examples)
