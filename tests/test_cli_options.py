@@ -1,7 +1,7 @@
-"""The options of `elmo train` and `elmo analyze`, made from the records that own them, are
-the ones these commands had when they were written by hand (tests/cli_options.json, written by
-`python -m tests.helpers.cli_options` from those parsers): names, defaults, choices, how values
-are read, groups, order and help."""
+"""The options of `elmo train`, `elmo analyze` and `elmo task`, made from the records that own
+them, are the ones these commands had when they were written by hand (tests/cli_options.json,
+written by `python -m tests.helpers.cli_options` from those parsers): names, defaults,
+choices, how values are read, groups, order and help."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import json
 
 import pytest
 
+from elmo.cli.task import FORMAT_OPTIONS
 from elmo.loading.formats.registry import FORMATS
+from elmo.tasks.readers import FORMATS as TASK_FORMATS
 from tests.helpers.cli_options import FIXTURE, command_options
 
 BEFORE = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -42,3 +44,12 @@ def test_model_help_names_every_format(command, name):
     help = NOW[command][name]["help"]
     assert all(f.name in help for f in FORMATS.values()), help
     assert "(default: default, the shipped model)" in help
+
+
+def test_task_takes_every_dataset_formats_options():
+    """`elmo task train` and `text` offer the options of every record of the task FORMATS."""
+    read = {name for dataset in TASK_FORMATS.values() for name in dataset.options}
+    assert set(FORMAT_OPTIONS) == read - {"task"} | {"format", "encoding_errors"}
+    for action in ("task train", "task text"):
+        dests = {option["dest"] for option in NOW[action].values()}
+        assert set(FORMAT_OPTIONS) <= dests

@@ -1,15 +1,20 @@
-"""The CoNLL-2012 reader: documents, sentences, spans, clusters; .xz; folders; bad input."""
+"""The CoNLL-2012 reader: documents, sentences, spans, clusters; .xz; folders; bad input;
+OntoNotes NER (`--task tagging --format conll2012`) read and written as BIO tags."""
 
 from __future__ import annotations
 
 import gzip
+import json
 import lzma
 
 import pytest
 
+from elmo.cli import main
 from elmo.errors import InputFileError
 from elmo.io.textfile import read_lines
 from elmo.tasks.conll2012 import read_conll2012
+from elmo.tasks.ner_data import entity_cells, read_ner, write_ner
+from elmo.tasks.readers import read_dataset
 from tests.conftest import require_shared
 from tests.helpers.conll2012 import DOC, TEXT, document, sentence, write_conll2012
 
@@ -111,3 +116,50 @@ def test_shared_development_set_counts():
     # the data's README: 1,491 parts, 15,680 sentences, 35,297 propositions
     assert (len(docs), len(sentences), sum(len(s.predicates) for s in sentences)) == (
         1491, 15680, 35297)
+
+
+def test_ner_column_read_as_bio_tags(tmp_path):
+    sentences = read_dataset(write_conll2012(tmp_path / "x_gold_conll"), "conll2012",
+                             task="tagging")
+    assert [s.tokens for s in sentences] == [["John", "saw", "Mary", "."], ["He", "left", "."],
+                                             ["The", "big", "dog", "barked", "loudly", "."],
+                                             ["Nothing", "here"]]
+    assert sentences[0].tags == ["B-PERSON", "O", "B-PERSON", "O"]
+    assert sentences[1].tags == ["O"] * 3
+
+
+def test_entity_cells_of_bio_tags():
+    assert entity_cells(["B-ORG", "I-ORG", "O", "B-GPE", "I-PERSON", "B-GPE", "I-GPE"]) == \
+        ["(ORG*", "*)", "*", "(GPE)", "(PERSON)", "(GPE*", "*)"]
+
+
+def test_ontonotes_ner_trained_predicted_and_scored(tmp_path, capsys):
+    data = write_conll2012(tmp_path / "train.gold_conll")
+    assert main(["task", "train", "--task", "tagging", "--format", "conll2012", "--scheme",
+                 "iob2", "--train", str(data), "--dev", str(data), "--elmo", "none", "--out",
+                 str(tmp_path / "run"), "--epochs", "1", "--hidden-dim", "8",
+                 "--embedding-dim", "8", "--quiet"]) == 0
+    out = tmp_path / "predicted.gold_conll"
+    assert main(["task", "predict", str(tmp_path / "run"), str(data), str(out), "--quiet"]) == 0
+    before, after = read_conll2012(data), read_conll2012(out)  # a CoNLL-2012 file again
+    assert [(d.name, d.part, d.words) for d in after] == \
+        [(d.name, d.part, d.words) for d in before]
+    assert [len(s.tags) for s in read_ner(out)] == [len(s.tokens) for s in read_ner(data)]
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(tmp_path / "run"), "--test", str(out), "--json",
+                 "--quiet"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["metric"] == "span-f1" and result["n"] == 4 and 0 <= result["score"] <= 100
+
+
+def test_predicted_entities_written_into_the_ner_column(tmp_path):
+    sentences = read_ner(write_conll2012(tmp_path / "x_gold_conll"))
+    predicted = [["B-ORG", "I-ORG", "O", "O"], ["B-GPE", "O", "O"],
+                 ["O", "B-ANIMAL", "I-ANIMAL", "O", "O", "B-X"], ["O", "O"]]
+    out = tmp_path / "predicted_gold_conll"
+    out.write_text("\n".join(write_ner(sentences, predicted, {})) + "\n", encoding="utf-8")
+    assert [s.tags for s in read_ner(out)] == predicted
+    again = read_conll2012(out)  # everything but the NER column as it was
+    assert [[(s.words, s.propositions, s.mentions) for s in d.sentences] for d in again] == \
+        [[(s.words, s.propositions, s.mentions) for s in d.sentences]
+         for d in read_conll2012(tmp_path / "x_gold_conll")]

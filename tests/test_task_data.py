@@ -18,14 +18,16 @@ from elmo.tasks.encoder import PAD, UNK
 from elmo.tasks.readers import LabeledPair, TaggedSentence
 from elmo.tasks.registry import TASKS
 from elmo.tasks.squad import Passage, SquadQuestion
+from elmo.tasks.task_type import LabelTask
 from tests.conftest import random_bilm
 
-LABELS = TASKS["pair"]  # targets of label tasks
+LABEL_TASKS = {kind.example: kind for kind in TASKS.values() if isinstance(kind, LabelTask)}
 
 
 def label_targets(examples, labels):
+    """Each example's target, as the label task that reads its kind of example makes it."""
     index = {label: i for i, label in enumerate(labels)}
-    return [LABELS.target(e, index) for e in examples]
+    return [LABEL_TASKS[type(e)].target(e, index) for e in examples]
 
 
 def test_pair_batch_is_first_sentences_then_second_with_cache_numbering():

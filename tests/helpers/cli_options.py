@@ -1,26 +1,30 @@
-"""The options of `elmo train` and `elmo analyze` (each analysis) as data: names, defaults,
-choices, how values are read, help. `python -m tests.helpers.cli_options` writes them to
-tests/cli_options.json, which tests/test_cli_options.py compares with today's parsers."""
+"""The options of `elmo train`, `elmo analyze` (each analysis) and `elmo task` (each action)
+as data: names, defaults, choices, how values are read, help. `python -m
+tests.helpers.cli_options [COMMAND ...]` writes them (those of COMMAND, e.g. task, the others
+kept as they are) to tests/cli_options.json, which tests/test_cli_options.py compares with
+today's parsers."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from elmo.cli import build_parser
 
 FIXTURE = Path(__file__).resolve().parents[1] / "cli_options.json"
-COMMANDS = ("train", "analyze")
+COMMANDS = ("train", "analyze", "task")
 SKIPPED = {"help", "threads", "command_parser"}  # argparse's own and the top level's
 
 
-def command_options() -> dict[str, dict[str, dict[str, Any]]]:
-    """{"train" | "analyze ANALYSIS": {first option string or dest: what it is}}."""
+def command_options(names: tuple[str, ...] = COMMANDS) -> dict[str, dict[str, dict[str, Any]]]:
+    """{"train" | "analyze ANALYSIS" | "task ACTION": {first option string or dest: what it
+    is}}, for the commands of `names`."""
     commands = _subparsers(build_parser()).choices
     found: dict[str, dict[str, dict[str, Any]]] = {}
-    for command in COMMANDS:
+    for command in names:
         parser = commands[command]
         analyses = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         named = {command: parser} if not analyses else {
@@ -64,10 +68,15 @@ def _plain(value: Any) -> Any:
 
 
 if __name__ == "__main__":
+    wanted = tuple(sys.argv[1:]) or COMMANDS
+    kept = json.loads(FIXTURE.read_text(encoding="utf-8")) if FIXTURE.exists() else {}
+    captured = command_options(wanted)
+    merged = {**{k: v for k, v in kept.items() if k.split()[0] not in wanted}, **captured}
+    ordered = {k: merged[k] for command in COMMANDS for k in merged if k.split()[0] == command}
     commands = ",\n".join(  # one line per option, in the parser's order
         f"{json.dumps(command)}: {{\n" + ",\n".join(
             f"  {json.dumps(name)}: {json.dumps(option, sort_keys=True)}"
             for name, option in options.items()) + "\n}"
-        for command, options in command_options().items())
+        for command, options in ordered.items())
     FIXTURE.write_text("{\n" + commands + "\n}\n", encoding="utf-8")
     print(f"wrote {FIXTURE}")

@@ -92,10 +92,11 @@ def add_option(p: argparse._ActionsContainer, option: Field, what: str | None = 
             p.add_argument(f"--no-{name.replace('_', '-')}", dest=name, action="store_false",
                            help=help)
         else:
-            p.add_argument(flag, action="store_true", help=help)
+            p.add_argument(flag, dest=name, action="store_true", help=help)
         return
-    if meta["negatable"]:  # --NAME, --no-NAME or neither (None)
-        p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
+    if meta["negatable"]:  # --NAME, --no-NAME or neither (the default, None or a bool)
+        p.add_argument(flag, action=argparse.BooleanOptionalAction, default=option.default,
+                       help=help)
         return
     parse = meta["parse"]  # a type (int) as argparse takes it, its messages its own
     given = {"choices": meta["choices"], "metavar": meta["metavar"], "nargs": meta["nargs"],
@@ -106,7 +107,8 @@ def add_option(p: argparse._ActionsContainer, option: Field, what: str | None = 
         p.add_argument(name, default=default, help=help,
                        **{k: v for k, v in given.items() if v is not None})
     else:
-        p.add_argument(flag, default=default, help=help, required=meta["required"] or False,
+        p.add_argument(flag, dest=name, default=default, help=help,
+                       required=meta["required"] or False,
                        **{k: v for k, v in given.items() if v is not None})
 
 

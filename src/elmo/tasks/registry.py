@@ -12,7 +12,8 @@ from elmo.tasks.tagger import Tagger, TaggerConfig
 from elmo.tasks.task_type import LabelTask, TaskType
 
 TASKS: dict[str, TaskType] = {task.name: task for task in (
-    LabelTask("tagging", Tagger, TaggerConfig, TaggedSentence),
+    LabelTask("tagging", Tagger, TaggerConfig, TaggedSentence, per_token=True,
+              metrics=("accuracy", "span-f1"), checks_labels=False),
     LabelTask("classification", Classifier, ClassifierConfig, LabeledText),
     LabelTask("pair", PairClassifier, PairConfig, LabeledPair),
     SpanTask(),

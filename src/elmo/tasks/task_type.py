@@ -8,6 +8,7 @@ metric and prediction writer), not branches in the recipe.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from elmo.tasks.data import (
     warn_unseen,
 )
 from elmo.tasks.metrics import accuracy, span_f1
-from elmo.tasks.readers import TaggedSentence, write_predictions
+from elmo.tasks.readers import write_predictions
 
 
 class TaskType:
@@ -94,18 +95,23 @@ class TaskType:
         return {}
 
 
+@dataclass(frozen=True)
 class LabelTask(TaskType):
-    """Tasks with labels: one tag per token (tagging) or one label per sentence or pair."""
+    """Tasks with labels from a fixed set, one record per kind: `per_token`, one tag per token
+    (tagging) or one label per sentence or pair; `metrics`, the first the default (span-f1
+    with --scheme where it is one); `checks_labels`, whether training warns when the labels
+    look like words of text (a file misread)."""
 
-    def __init__(self, name: str, model: type[nn.Module], model_config: type,
-                 example: type) -> None:
-        self.name, self.model, self.model_config, self.example = name, model, model_config, \
-            example
-        self.tagging = name == "tagging"
-        self.metrics = ("accuracy", "span-f1") if self.tagging else ("accuracy",)
+    name: str
+    model: type[nn.Module]
+    model_config: type
+    example: type
+    per_token: bool = False
+    metrics: tuple[str, ...] = ("accuracy",)
+    checks_labels: bool = True
 
     def default_metric(self, config: Any) -> str:
-        return "span-f1" if config.scheme else "accuracy"
+        return "span-f1" if config.scheme and "span-f1" in self.metrics else self.metrics[0]
 
     def labels(self, examples: Sequence) -> list[str]:
         return build_labels(examples)
@@ -114,7 +120,7 @@ class LabelTask(TaskType):
         require_targets(examples, path)
 
     def check_training(self, examples: Sequence, labels: Sequence[str], config: Any) -> None:
-        if not self.tagging:
+        if self.checks_labels:
             warn_label_like_text(examples, labels, config.train, config.format)
 
     def warn_unseen(self, examples: Sequence, labels: Sequence[str], path: str | Path,
@@ -126,14 +132,14 @@ class LabelTask(TaskType):
 
     def target(self, example: Any, label_index: dict[str, int]) -> torch.Tensor:
         ids = [label_index[t] for t in targets_of(example)]
-        return torch.tensor(ids if isinstance(example, TaggedSentence) else ids[0])
+        return torch.tensor(ids if self.per_token else ids[0])
 
     def decode(self, example: Any, predicted: Any, labels: Sequence[str]) -> Any:
-        return [labels[t] for t in predicted] if self.tagging else labels[predicted]
+        return [labels[t] for t in predicted] if self.per_token else labels[predicted]
 
     def evaluate(self, examples: Sequence, predictions: Sequence, config: Any
                  ) -> dict[str, float]:
-        gold = [e.tags if self.tagging else e.label for e in examples]
+        gold = [targets_of(e) if self.per_token else targets_of(e)[0] for e in examples]
         if config.metric == "span-f1":
             return {"score": span_f1(gold, predictions, config.scheme)}
         return {"score": accuracy(gold, predictions)}
