@@ -454,8 +454,8 @@ class BenchTrainer(TimedTrainer):
     profiled = 6
     tables = False
 
-    def _setup(self, prepared):  # type: ignore[no-untyped-def]
-        ckpt = super()._setup(prepared)
+    def setup(self):  # type: ignore[no-untyped-def]
+        ckpt = super().setup()
         self.lm.bilm.lstm.step_loop = self.run_spec.step_loop
         self.lm.bilm.lstm.backend = self.run_spec.backend
         self.marks: dict[str, tuple[float, float]] = {}
