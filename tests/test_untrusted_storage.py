@@ -75,7 +75,7 @@ def nlpl_zip(path: Path, options: Path, weights: Path) -> Path:
     return path
 
 
-LOAD = """
+LOAD = r"""
 import re, sys
 from pathlib import Path
 from elmo import load_model
