@@ -32,7 +32,6 @@ from elmo.modules.lstm_backends import (
     BACKENDS,
     INT8_PRODUCTS,
     REFERENCE_OPS,
-    WEIGHT_NAMES,
     CellOps,
     LSTMBackend,
     choose_backend,
