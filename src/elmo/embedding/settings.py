@@ -103,7 +103,8 @@ class EmbedSettings:
     quantize: str | None = _setting(
         None, "int8: int8 weights and dynamically quantized activations on the CPU, ~1.9-2.2x "
         "faster than fp32 for large models (original), with VNNI or AVX2 alone, little faster "
-        "for small ones; vectors within ~2%% of fp32 (docs/speed.md). Default: fp32",
+        "for small ones; how close its vectors are to fp32: docs/speed.md#how-close-int8-is-"
+        "to-fp32. Default: fp32",
         choices=QUANTIZE_MODES, embedder=True)
     precision: str | None = _setting(
         None, f"{precisions_described('embed')}. On a GPU tf32 and bf16 are 1.4-1.8x faster "

@@ -1,0 +1,150 @@
+"""Where int8's error comes from: each product quantized alone, per layer, on real text.
+
+For each MODEL, embeds N real sentences in fp32 and with products in int8, and reports per
+layer the mean relative error against fp32 (mean |int8 - fp32| / mean |fp32|, as
+`int8_quality.py`): with every product in int8 (the projections too), as `quantize="int8"`
+quantizes (all but the projections), and with one product (or the char-CNN's highways) alone in
+int8, the rest fp32. The kernel is the one chosen here (8-bit activations with VNNI); the first
+two rows are measured again with `fbgemm-no-vnni` (7-bit activations for the LSTM's input and
+state products) where it runs.
+
+Text: the first N sentences of WikiText-2 test (English models) or of the SIGHAN 2005 MSR gold
+test set, spaces removed (a model that records the `chars` tokenizer, `default-zh`). A MODEL
+named after a preset (`original`) is that architecture with random weights (seed 0).
+
+    python benchmarks/int8_error.py [--models default default-zh original] [--sentences 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import torch
+from common import DATA, RESULTS, cpu_info, write_json
+from int8_quality import layer_errors, wikitext_sentences
+
+from elmo.config import PRESETS, BiLMConfig
+from elmo.embed import Embedder
+from elmo.loading import load_model
+from elmo.modules import quantize
+from elmo.modules.bilm import BiLM
+from elmo.modules.lstm_backends import WEIGHT_NAMES
+from elmo.tokenize import get_tokenizer
+
+NO_VNNI = "fbgemm-no-vnni"
+PRODUCT_NAMES = {"input": "input", "state": "state", "proj": "projection"}
+
+
+def msr_sentences(n: int) -> list[list[str]]:
+    """The first `n` sentences of 5-60 characters of SIGHAN 2005's MSR gold test set, spaces
+    removed, as characters (the `chars` tokenizer)."""
+    tokenize = get_tokenizer("chars")
+    sentences = []
+    with (DATA / "zh-raw-text" / "sighan2005_msr_test_gold.utf8").open(encoding="utf-8") as f:
+        for line in f:
+            tokens = tokenize("".join(line.split()))
+            if 5 <= len(tokens) <= 60:
+                sentences.append(tokens)
+                if len(sentences) == n:
+                    break
+    return sentences
+
+
+def fresh_model(name: str) -> tuple[BiLM, str | None]:
+    """A new fp32 copy of MODEL `name` (a preset: random weights, seed 0) and its tokenizer."""
+    if name in PRESETS:
+        torch.manual_seed(0)
+        return BiLM(BiLMConfig.preset(name)).eval(), None
+    loaded = load_model(name, progress=False)
+    return loaded.bilm, loaded.tokenizer
+
+
+def every_product(bilm: BiLM) -> None:
+    for layer in bilm.lstm.layers:
+        layer.quantize_int8_(WEIGHT_NAMES)
+    quantize.quantize_linears_(bilm.token_encoder)
+
+
+def highways(bilm: BiLM) -> None:
+    for highway in bilm.token_encoder.highways:
+        quantize.quantize_linears_(highway)
+
+
+def cnn_projection(bilm: BiLM) -> None:
+    bilm.token_encoder.projection = quantize.Int8Linear(bilm.token_encoder.projection)
+
+
+def lstm_product(layer: int, name: str) -> Callable[[BiLM], None]:
+    return lambda bilm: bilm.lstm.layers[layer].quantize_int8_((name,))
+
+
+def selections(n_layers: int) -> dict[str, Callable[[BiLM], None]]:
+    """What is put in int8, by its row's name: the whole model two ways, then each product."""
+    rows = {"every product (the projections too)": every_product,
+            "`quantize=\"int8\"` (all but the projections)": lambda bilm: bilm.quantize_("int8"),
+            "char-CNN highways alone": highways, "char-CNN projection alone": cnn_projection}
+    for layer in range(n_layers):
+        for name in WEIGHT_NAMES:
+            rows[f"LSTM {layer + 1} {PRODUCT_NAMES[name]} alone"] = lstm_product(layer, name)
+    return rows
+
+
+def errors(model: str, choose: Callable[[BiLM], None], sentences: list[list[str]],
+           fp32: list[np.ndarray]) -> list[float]:
+    """Per layer, the mean relative error of `model` with `choose`'s products in int8."""
+    bilm = fresh_model(model)[0]
+    choose(bilm)
+    got = Embedder(bilm, device="cpu").embed_sentences(sentences)
+    return [row["mean_relative_error"] for row in layer_errors(fp32, got)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["default", "default-zh", "original"])
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=RESULTS / "speed" / "int8-products.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    kernel = quantize.choose_int8_kernel().name
+    no_vnni = kernel != NO_VNNI and quantize.INT8_KERNELS[NO_VNNI].runs_here()
+    cpu = cpu_info()
+    table: dict[str, dict[str, list[float]]] = {}
+    for model in args.models:
+        bilm, tokenizer = fresh_model(model)
+        chars = tokenizer == "chars"
+        sentences = (msr_sentences if chars else wikitext_sentences)(args.sentences)
+        fp32 = Embedder(bilm, device="cpu").embed_sentences(sentences)
+        rows = {}
+        for label, choose in selections(bilm.config.n_layers).items():
+            rows[label] = errors(model, choose, sentences, fp32)
+            print(f"{model:12}{label:48}" + "".join(f"{100 * e:7.2f}" for e in rows[label]),
+                  flush=True)
+        if no_vnni:
+            os.environ[quantize.KERNEL_ENV] = NO_VNNI
+            for label, choose in list(selections(bilm.config.n_layers).items())[:2]:
+                rows[f"{label}, without VNNI"] = errors(model, choose, sentences, fp32)
+            del os.environ[quantize.KERNEL_ENV]
+        table[model] = rows
+    write_json(args.out, {
+        "title": f"int8 against fp32: mean relative error per layer (0 / 1 / 2, %) with the "
+                 f"products named in int8, the rest fp32; {args.sentences} sentences",
+        "command": "python benchmarks/int8_error.py",
+        "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}; kernel {kernel}"
+                + (f" (rows without VNNI: {NO_VNNI}, 7-bit input and state products)"
+                   if no_vnni else ""),
+        "versions": {"torch": torch.__version__},
+        "measured": date.today().isoformat(),
+        "columns": ["in int8", *args.models],
+        "rows": [[label, *(" / ".join(f"{100 * e:.2f}" for e in table[m][label])
+                           for m in args.models)] for label in table[args.models[0]]],
+    })
+
+
+if __name__ == "__main__":
+    main()
