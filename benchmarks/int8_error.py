@@ -10,7 +10,8 @@ state products) where it runs.
 
 Text: the first N sentences of WikiText-2 test (English models) or of the SIGHAN 2005 MSR gold
 test set, spaces removed (a model that records the `chars` tokenizer, `default-zh`). A MODEL
-named after a preset (`original`) is that architecture with random weights (seed 0).
+named after a preset (`original`) is that architecture with random weights (seed 0), on fewer
+sentences (`--preset-sentences`): it is slower, and random weights are only a rough guide.
 
     python benchmarks/int8_error.py [--models default default-zh original] [--sentences 200]
 """
@@ -107,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["default", "default-zh", "original"])
     parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--preset-sentences", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS / "speed" / "int8-products.json")
     args = parser.parse_args()
@@ -118,7 +120,8 @@ def main() -> None:
     for model in args.models:
         bilm, tokenizer = fresh_model(model)
         chars = tokenizer == "chars"
-        sentences = (msr_sentences if chars else wikitext_sentences)(args.sentences)
+        n = args.preset_sentences if model in PRESETS else args.sentences
+        sentences = (msr_sentences if chars else wikitext_sentences)(n)
         fp32 = Embedder(bilm, device="cpu").embed_sentences(sentences)
         rows = {}
         for label, choose in selections(bilm.config.n_layers).items():
@@ -133,14 +136,18 @@ def main() -> None:
         table[model] = rows
     write_json(args.out, {
         "title": f"int8 against fp32: mean relative error per layer (0 / 1 / 2, %) with the "
-                 f"products named in int8, the rest fp32; {args.sentences} sentences",
+                 f"products named in int8, the rest fp32; {args.sentences} sentences (presets: "
+                 f"random weights, {args.preset_sentences})",
         "command": "python benchmarks/int8_error.py",
         "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}; kernel {kernel}"
                 + (f" (rows without VNNI: {NO_VNNI}, 7-bit input and state products)"
                    if no_vnni else ""),
         "versions": {"torch": torch.__version__},
         "measured": date.today().isoformat(),
-        "columns": ["in int8", *args.models],
+        "columns": ["in int8", *(f"{m} (random weights)" if m in PRESETS else m
+                                 for m in args.models)],
+        "note": f"{args.sentences} sentences of WikiText-2 test ({args.preset_sentences} for "
+                "random weights); a model of Chinese characters: of the SIGHAN 2005 MSR test set.",
         "rows": [[label, *(" / ".join(f"{100 * e:.2f}" for e in table[m][label])
                            for m in args.models)] for label in table[args.models[0]]],
     })
