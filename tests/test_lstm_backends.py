@@ -14,7 +14,9 @@ from elmo.modules import onednn, quantize
 from elmo.modules.lstm import STEP_LOOPS, ProjectedLSTM, StepLoopKind
 from elmo.modules.lstm_backends import (
     BACKENDS,
+    INT8_PRODUCTS,
     REFERENCE_OPS,
+    WEIGHT_NAMES,
     LSTMBackend,
     choose_backend,
 )
@@ -27,15 +29,15 @@ LENGTHS = [9, 9, 6, 3, 1, 0]  # sorted longest first: full, ending, one step, ne
 STEPS = 11  # two padding steps past the longest row
 
 
-def _layer(seed: int, quantized: bool = False) -> ProjectedLSTM:
-    """Random weights large enough that both clips bite."""
+def _layer(seed: int, quantized: bool = False, products=INT8_PRODUCTS) -> ProjectedLSTM:
+    """Random weights large enough that both clips bite; `quantized`: `products` in int8."""
     torch.manual_seed(seed)
     layer = ProjectedLSTM(16, 32, 8, cell_clip=1.0, proj_clip=0.5)
     with torch.no_grad():
         for p in layer.parameters():
             p.uniform_(-0.6, 0.6)
     if quantized:
-        layer.quantize_int8_()
+        layer.quantize_int8_(products)
     return layer
 
 
@@ -274,12 +276,12 @@ def test_int8_backend_refuses_autograd():
 def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
     """Whichever kernel the CPU gets (each forced here, the no-VNNI ones even on a VNNI host):
     the input and state products may take 7-bit activations where the kernel saturates in 8,
-    the projection always 8 (exactly the 8-bit integer product)."""
+    the projection, where it is quantized, always 8 (exactly the 8-bit integer product)."""
     kernel = quantize.INT8_KERNELS[name]
     if not kernel.runs_here():
         pytest.skip(f"the int8 kernel {name} does not run here")
     monkeypatch.setenv(quantize.KERNEL_ENV, name)
-    layer = _layer(seed=9, quantized=True)
+    layer = _layer(seed=9, quantized=True, products=WEIGHT_NAMES)
     with torch.inference_mode():
         backend = BACKENDS["int8"](layer)
     torch.manual_seed(10)
@@ -298,3 +300,18 @@ def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
             assert not torch.allclose(got, expected, atol=1e-5)  # 7 bits: other integers
             assert (got - expected).norm() / expected.norm() < 0.03
     assert backend.activation_bits["proj"] == 8
+
+
+@INT8
+def test_int8_backend_keeps_the_projection_in_fp32():
+    """A layer quantized as `quantize_int8_` does by default: its input and state products in
+    int8, its projection the fp32 product of the "cpu" back end, on the same weight."""
+    fp32, layer = _layer(seed=11), _layer(seed=11, quantized=True)
+    assert set(layer.int8) == set(INT8_PRODUCTS) == {"input", "state"}
+    x = torch.randn(2, 5, layer.cell_dim)
+    with torch.inference_mode():
+        got = BACKENDS["int8"](layer).product("proj", x)
+        expected = BACKENDS["cpu"](fp32).product("proj", x)
+        int8_input = BACKENDS["int8"](layer).product("input", torch.randn(2, 5, 16))
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    assert int8_input.shape == (2, 5, 4 * layer.cell_dim)

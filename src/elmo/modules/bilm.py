@@ -15,7 +15,7 @@ from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.cuda_graphs import CUDA_GRAPHS, LSTMGraphs
 from elmo.modules.lstm import LSTMState, StackedLSTM
-from elmo.modules.quantize import check_quantize, quantize_linears_, warn_if_int8_is_slow
+from elmo.modules.quantize import check_quantize, warn_if_int8_is_slow
 
 
 @dataclass
@@ -116,16 +116,17 @@ class BiLM(nn.Module):
     def quantize_(self, mode: str | None) -> BiLM:
         """Quantize for CPU inference, in place (None: leave as is); returns self.
 
-        "int8": int8 weights for the LSTM input, state and projection products and for the
-        char-CNN's highway and projection layers; their inputs are quantized per row as they
-        arrive. The fp32 weights are dropped, so the result can no longer be trained or saved.
+        "int8": int8 weights for the LSTM input and state products and for the char-CNN's
+        highway layers; their inputs are quantized per row as they arrive. Their fp32 weights
+        are dropped, so the result can no longer be trained or saved. The projections (the
+        LSTM's and the char-CNN's) stay fp32: int8 cannot take their inputs (docs/speed.md).
         """
         check_quantize(mode, self.bos_ids.device)
         if mode is None or self.quantization == mode:
             return self
         warn_if_int8_is_slow()
         self.eval()
-        quantize_linears_(self.token_encoder)
+        self.token_encoder.quantize_int8_()
         for layer in self.lstm.layers:
             layer.quantize_int8_()
         self.quantization = mode

@@ -30,8 +30,8 @@ from torch import nn
 from elmo.config import BiLMConfig
 from elmo.modules.lstm_backends import (
     BACKENDS,
+    INT8_PRODUCTS,
     REFERENCE_OPS,
-    WEIGHT_NAMES,
     CellOps,
     LSTMBackend,
     choose_backend,
@@ -102,11 +102,12 @@ class ProjectedLSTM(nn.Module):
         self.int8: nn.ModuleDict | None = None  # int8 weights, once quantized
         self.reset_parameters()
 
-    def quantize_int8_(self) -> None:
-        """Replace the input, state and projection weights by int8 copies (inference only)."""
+    def quantize_int8_(self, products: Sequence[str] = INT8_PRODUCTS) -> None:
+        """Replace the weights of `products` (of `WEIGHT_NAMES`; by default the input and
+        state products, `INT8_PRODUCTS`) by int8 copies (inference only); the others stay."""
         self.int8 = nn.ModuleDict(
-            {name: Int8Matrices(getattr(self, f"{name}_weight")) for name in WEIGHT_NAMES})
-        for name in WEIGHT_NAMES:
+            {name: Int8Matrices(getattr(self, f"{name}_weight")) for name in products})
+        for name in products:
             delattr(self, f"{name}_weight")
 
     def reset_parameters(self) -> None:

@@ -12,8 +12,9 @@ order of preference, and each says itself whether it serves a layer call (`appli
 - "cpu": fp32 inference on the CPU. The cell overwrites the gate pre-activations in place (so
   the packed loop reuses one gate buffer and adds the state product into it), computes tanh
   as 2 sigmoid(2x) - 1, and products large enough run through oneDNN's prepacked kernel.
-- "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`), whose kernel
-  is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
+- "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`) for the
+  products it holds in int8 (`INT8_PRODUCTS`: the input and state products; the projection
+  stays fp32), whose kernel is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
 - "cudnn": training a layer without clipping. torch's own LSTM (`torch.nn.LSTM` with
   `proj_size`: cuDNN on CUDA, ATen's loop on the CPU) runs each direction of the layer in one
   call instead of the step loop; it cannot clip the cell or the projection, which is why it
@@ -38,6 +39,11 @@ from elmo.modules import onednn
 from elmo.modules.quantize import check_inference
 
 WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` matrices
+# The products a quantized layer computes in int8 (`ProjectedLSTM.quantize_int8_`). The
+# projection stays fp32: its input o * tanh(c) has a few saturated cells per row, which set the
+# row's int8 scale; on the shipped `default` it alone gave each LSTM layer 1.3-1.8% of mean
+# relative error (benchmarks/int8_error.py, docs/speed.md).
+INT8_PRODUCTS = ("input", "state")
 
 
 def tanh_(x: Tensor) -> Tensor:
@@ -141,15 +147,14 @@ class CPUBackend(LSTMBackend):
         return out
 
 
-class Int8Backend(LSTMBackend):
+class Int8Backend(CPUBackend):
     """int8 inference on the CPU: the in-place cell and the products of a quantized layer's
-    `Int8Matrices` (activations quantized per row at every product; no autocast)."""
+    `Int8Matrices` (activations quantized per row at every product; no autocast); the products
+    it keeps in fp32 (the projection) as "cpu" computes them."""
 
-    ops = IN_PLACE_OPS
-    # The fewest activation bits each product tolerates, where a kernel without VNNI pays for
-    # 8 (`quantize.int8_matmul`). 7 for the input and state products; 8 for the projection,
-    # whose input o * tanh(c) at 7 bits raised the shipped model's mean relative error per
-    # LSTM layer from 1.7% to 2.5-2.7% (from 1.8-1.9% with 7 bits for the other two).
+    # The fewest activation bits each int8 product tolerates, where a kernel without VNNI pays
+    # for 8 (`quantize.int8_matmul`): 7 for the input and state products; 8 for the projection
+    # where it is quantized (benchmarks/int8_error.py measures it alone in int8).
     activation_bits = {"input": 7, "state": 7, "proj": 8}
 
     @classmethod
@@ -159,10 +164,14 @@ class Int8Backend(LSTMBackend):
     def __init__(self, layer: nn.Module) -> None:
         check_inference()
         self.layer, self.matrices = layer, layer.int8
+        self.weights = {name: getattr(layer, f"{name}_weight") for name in WEIGHT_NAMES
+                        if name not in self.matrices}
 
     def product(
         self, name: str, x: Tensor, add: Tensor | None = None, out: Tensor | None = None
     ) -> Tensor:
+        if name not in self.matrices:  # an fp32 product
+            return super().product(name, x, add, out)
         return self.matrices[name](x, add, out, self.activation_bits[name])
 
 
