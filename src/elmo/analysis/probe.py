@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -23,8 +23,9 @@ from elmo.tasks.readers import FORMATS, TaggedSentence
 
 from .embedding import embed_items
 
-if TYPE_CHECKING:
-    from .settings import ProbeSettings
+# elmo.analysis.settings.ProbeSettings, which takes its --format choices from TAGGED_FORMATS
+# below: named here by what the formats read of it, not imported (no circle)
+ProbeSettings = Any
 
 AVERAGE = "average"
 
