@@ -65,6 +65,16 @@ def tiny_bilm() -> BiLM:
 
 
 @pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A `tiny` random biLM saved as a model folder (for commands that take a MODEL)."""
+    from elmo import save_pretrained
+
+    path = tmp_path_factory.mktemp("bilm") / "tiny"
+    save_pretrained(random_bilm(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
 def bio_model_pair(tmp_path_factory) -> Path:
     """A small random biLM as bilm-tf's options/weights pair, for bio_embeddings' pipeline."""
     from tests.helpers.bio_pipeline import save_model_pair

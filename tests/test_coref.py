@@ -9,7 +9,6 @@ import random
 import pytest
 import torch
 
-from elmo import save_pretrained
 from elmo.cli import main
 from elmo.errors import ElmoError
 from elmo.tasks.config import TaskConfig
@@ -17,7 +16,6 @@ from elmo.tasks.conll2012 import read_conll2012
 from elmo.tasks.coref_data import read_coref, segments, write_coref_predictions
 from elmo.tasks.coref_metrics import coref_scores
 from elmo.tasks.coref_model import CorefConfig, CorefModel, candidate_spans
-from tests.conftest import random_bilm
 from tests.helpers.conll2012 import TEXT, document, sentence, write_conll2012
 
 NAMES = ["John", "Mary", "Anna", "Peter", "Sue", "Tom"]
@@ -152,13 +150,6 @@ def test_gold_written_back_scores_100(tmp_path):
 
 
 # ---- the command line ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bilm") / "tiny"
-    save_pretrained(random_bilm(), path)
-    return path
 
 
 def test_train_evaluate_predict(tmp_path, tiny_model, capsys):

@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 
-from elmo import save_pretrained
 from elmo.cli import main
 from elmo.tasks.conll2012 import Sentence, bracket_spans
 from elmo.tasks.data import held_out_split
@@ -16,7 +15,6 @@ from elmo.tasks.registry import TASKS
 from elmo.tasks.srl import constrained_viterbi, transitions
 from elmo.tasks.srl_data import SrlInstance, props_lines, read_srl, spans_to_tags, tags_to_spans
 from elmo.tasks.srl_eval import srl_scores
-from tests.conftest import random_bilm
 from tests.helpers.conll2012 import srl_text, write_conll2012
 
 V = ("V", 3, 3)
@@ -113,13 +111,6 @@ def test_props_layout():
     assert props_lines(instances, spans) == [
         "-\t(ARG0*)\t*", "said\t(V*)\t*", "-\t(ARG1*\t(ARG0*)", "left\t*)\t(V*)", "-\t*\t*",
         "", "-", "-", ""]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bilm") / "tiny"
-    save_pretrained(random_bilm(), path)
-    return path
 
 
 def _props(path):

@@ -7,17 +7,8 @@ import random
 
 import pytest
 
-from elmo import save_pretrained
 from elmo.cli import _actions_of, build_parser, main
-from tests.conftest import random_bilm
 from tests.helpers.tasks import PEOPLE, PLACES, WORDS, task_args
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bilm") / "tiny"
-    save_pretrained(random_bilm(), path)
-    return path
 
 
 @pytest.mark.parametrize("kind,elmo_at", [("tagging", "both"), ("classification", "input"),

@@ -15,13 +15,6 @@ from tests.conftest import random_bilm
 from tests.helpers.tasks import task_args
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bilm") / "tiny"
-    save_pretrained(random_bilm(), path)
-    return path
-
-
 def _contents(directory):
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 

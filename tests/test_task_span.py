@@ -9,7 +9,6 @@ import random
 import pytest
 import torch
 
-from elmo import save_pretrained
 from elmo.cli import main
 from elmo.errors import InputFileError
 from elmo.tasks.readers import read_dataset
@@ -22,7 +21,7 @@ from elmo.tasks.squad import (
     squad_scores,
     token_f1,
 )
-from tests.conftest import random_bilm, write_text
+from tests.conftest import write_text
 
 
 def squad_json(paragraphs: list[tuple[str, list[dict]]], version: str = "1.1") -> dict:
@@ -231,13 +230,6 @@ def people_and_places(path, n: int, seed: int, impossible: bool = False):
             qas.append(qa(f"{p}n", "Why did it rain?", is_impossible=True))
         paragraphs.append((context, qas))
     return write(path, squad_json(paragraphs))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bilm") / "tiny"
-    save_pretrained(random_bilm(), path)
-    return path
 
 
 def span_args(tmp_path, train, dev, elmo, *extra) -> list[str]:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from elmo.extras import import_extra
+from elmo.tasks.squad import scores_over_answers
 
 # the script's list: ASCII - : _ * ^ / \ ~ ` + = and Chinese punctuation ('……' in it, two
 # characters, never matches one and is not here)
@@ -83,16 +84,5 @@ def cmrc_scores(predictions: Sequence[str], golds: Sequence[Sequence[str]]) -> d
     """CMRC 2018's F1 and exact match in 0..100: per question the maximum over its reference
     answers, then the mean over questions. A question without references (SQuAD 2.0's
     unanswerable) scores 1 when the prediction is empty once punctuation is removed."""
-    if len(predictions) != len(golds):
-        raise ValueError(f"{len(golds)} questions but {len(predictions)} predictions")
-    if not golds:
-        raise ValueError("CMRC scores of nothing: no questions")
-    em = f1 = 0.0
-    for prediction, answers in zip(predictions, golds, strict=True):
-        if not answers:
-            score = float(not remove_punctuation(prediction))
-            em, f1 = em + score, f1 + score
-            continue
-        em += max(cmrc_exact_match(prediction, a) for a in answers)
-        f1 += max(cmrc_f1(prediction, a) for a in answers)
-    return {"exact_match": 100.0 * em / len(golds), "f1": 100.0 * f1 / len(golds)}
+    return scores_over_answers(predictions, golds, cmrc_exact_match, cmrc_f1,
+                               lambda p: float(not remove_punctuation(p)), "CMRC")

@@ -20,7 +20,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,21 +242,33 @@ def token_f1(prediction: str, gold: str, characters: bool = False) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def scores_over_answers(predictions: Sequence[str], golds: Sequence[Sequence[str]],
+                        exact: Callable[[str, str], float], f1: Callable[[str, str], float],
+                        unanswered: Callable[[str], float], name: str) -> dict[str, float]:
+    """Exact match and F1 in 0..100: per question the maximum of `exact` and of `f1` over its
+    reference answers, then the mean over questions; a question without references (SQuAD
+    2.0's unanswerable) scores `unanswered(prediction)` in both. `name`: the metric, in
+    errors."""
+    if len(predictions) != len(golds):
+        raise ValueError(f"{len(golds)} questions but {len(predictions)} predictions")
+    if not golds:
+        raise ValueError(f"{name} scores of nothing: no questions")
+    em_sum = f1_sum = 0.0
+    for prediction, answers in zip(predictions, golds, strict=True):
+        if answers:
+            em_sum += max(exact(prediction, a) for a in answers)
+            f1_sum += max(f1(prediction, a) for a in answers)
+        else:
+            em_sum, f1_sum = em_sum + unanswered(prediction), f1_sum + unanswered(prediction)
+    return {"exact_match": 100.0 * em_sum / len(golds), "f1": 100.0 * f1_sum / len(golds)}
+
+
 def squad_scores(predictions: Sequence[str], golds: Sequence[Sequence[str]],
                  characters: bool = False) -> dict[str, float]:
     """SQuAD's exact match and F1 in 0..100: per question the maximum over its gold answers,
     then the mean over questions. A question without gold answers (SQuAD 2.0's unanswerable)
     scores 1 when the prediction is empty after normalisation, else 0."""
-    if len(predictions) != len(golds):
-        raise ValueError(f"{len(golds)} questions but {len(predictions)} predictions")
-    if not golds:
-        raise ValueError("SQuAD scores of nothing: no questions")
-    em = f1 = 0.0
-    for prediction, answers in zip(predictions, golds, strict=True):
-        if not answers:
-            score = float(not normalize_answer(prediction, characters))
-            em, f1 = em + score, f1 + score
-            continue
-        em += max(exact_match(prediction, a, characters) for a in answers)
-        f1 += max(token_f1(prediction, a, characters) for a in answers)
-    return {"exact_match": 100.0 * em / len(golds), "f1": 100.0 * f1 / len(golds)}
+    return scores_over_answers(
+        predictions, golds, lambda p, a: exact_match(p, a, characters),
+        lambda p, a: token_f1(p, a, characters),
+        lambda p: float(not normalize_answer(p, characters)), "SQuAD")
