@@ -4,7 +4,7 @@ Tolerance: weights and each activation row are rounded to 8 bits with their own 
 of at most half a step (max |v| / 254) per element, about 0.2% of the row's largest value on
 average. It compounds through the char-CNN, two LSTM layers and their recurrence: on the tiny
 random model the mean relative error per layer measures 0.2-0.3% (0.4-0.7% with the
-projections in int8 too; the shipped model's: docs/speed.md). We require < 3% per layer, and
+projections in int8 too; the shipped model's: benchmarks/README.md). We require < 3% per layer, and
 that int8 did run (error > 0); on a model with large activations, < 2%.
 """
 
@@ -132,7 +132,7 @@ def test_worst_layer_within_2_percent_where_activations_are_large(name, monkeypa
     """A model whose values reach ~6 and whose projections read a few saturated cells among
     many small ones, as the shipped `default`: every layer within 2% of fp32 with 8-bit
     activations (the exact kernel) and with 7 bits for the input and state products (no VNNI);
-    with the projections in int8 too, its worst layer was over 2% (docs/speed.md)."""
+    with the projections in int8 too, its worst layer was over 2% (benchmarks/README.md)."""
     if name == "exact":
         use_exact_int8(monkeypatch)
     else:

@@ -2,7 +2,7 @@
 
 English (and other languages written with spaces) is split by sentencex (Wikimedia's
 rule-based segmenter, a compiled extension with no dependencies): the most accurate and the
-fastest of the splitters measured (docs/training.md). Chinese is split after 。！？ (and
+fastest of the splitters measured (benchmarks/README.md). Chinese is split after 。！？ (and
 !?), closing quotes and brackets staying with their sentence: sentencex keeps 。 unsplit
 before a digit ("…的魅力。2000年…"), which news text has often. A splitter returns the
 sentences of one paragraph, stripped, none empty.

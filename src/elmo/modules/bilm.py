@@ -119,7 +119,7 @@ class BiLM(nn.Module):
         "int8": int8 weights for the LSTM input and state products and for the char-CNN's
         highway layers; their inputs are quantized per row as they arrive. Their fp32 weights
         are dropped, so the result can no longer be trained or saved. The projections (the
-        LSTM's and the char-CNN's) stay fp32: int8 cannot take their inputs (docs/speed.md).
+        LSTM's and the char-CNN's) stay fp32: int8 cannot take their inputs (benchmarks/README.md).
         """
         check_quantize(mode, self.bos_ids.device)
         if mode is None or self.quantization == mode:

@@ -61,7 +61,7 @@ class CharCNNEncoder(nn.Module):
         """int8 weights for the highway layers (inference only). The convolutions and the
         projection stay fp32: the projection's input has a few large channels per token, which
         set its int8 scale; on the shipped `default` it alone gave the char-CNN's vectors 1.4%
-        of mean relative error (benchmarks/int8_error.py, docs/speed.md)."""
+        of mean relative error (benchmarks/int8_error.py, benchmarks/README.md)."""
         for highway in self.highways:
             quantize_linears_(highway)
 

@@ -42,7 +42,7 @@ WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` mat
 # The products a quantized layer computes in int8 (`ProjectedLSTM.quantize_int8_`). The
 # projection stays fp32: its input o * tanh(c) has a few saturated cells per row, which set the
 # row's int8 scale; on the shipped `default` it alone gave each LSTM layer 1.3-1.8% of mean
-# relative error (benchmarks/int8_error.py, docs/speed.md).
+# relative error (benchmarks/int8_error.py, benchmarks/README.md).
 INT8_PRODUCTS = ("input", "state")
 
 

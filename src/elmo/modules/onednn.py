@@ -3,7 +3,7 @@
 torch's default fp32 matmul on the CPU is MKL's. On this project's 2-core AMD EPYC (AVX-512)
 it reaches about 210 GFLOP/s on 2048^3 and 120 on the LSTM's per-step 64 x 512 x 16,384
 product, where oneDNN's inner product, with the weight reordered once into its own blocked
-layout, reaches about 470 on both (`benchmarks/int8_kernels.py`, docs/speed.md). Its results
+layout, reaches about 470 on both (`benchmarks/int8_kernels.py`, benchmarks/README.md). Its results
 are ordinary fp32 in another summation order, and a row's result does not depend on the other
 rows of its matrix.
 

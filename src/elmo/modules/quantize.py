@@ -82,11 +82,12 @@ def check_quantize(mode: str | None, device: torch.device | str = "cpu") -> None
 
 def warn_if_int8_is_slow() -> None:
     """Warn (once per model) where int8 products would run through `torch._int_mm`'s generic
-    kernel: without VNNI it is about 100x slower than fp32 (docs/speed.md)."""
+    kernel: without VNNI it is about 100x slower than fp32 (benchmarks/README.md)."""
     if choose_int8_kernel().name == "int_mm" and not torch.cpu._is_vnni_supported():
         warnings.warn("int8 products run here through torch._int_mm's generic kernel, which "
                       "on a CPU without VNNI was measured about 100x slower than fp32 "
-                      "(docs/speed.md); fp32 is faster here (drop --quantize int8 / quantize=)",
+                      "(benchmarks/README.md); fp32 is faster here "
+                      "(drop --quantize int8 / quantize=)",
                       stacklevel=3)
 
 
