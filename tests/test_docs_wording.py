@@ -34,9 +34,6 @@ from tests.conftest import REPO
 PAGES = sorted([REPO / "README.md", REPO / "benchmarks" / "README.md",
                 *(REPO / "docs").glob("*.md"),
                 *(REPO / "src" / "elmo" / "pretrained").glob("*/MODEL_CARD.md")])
-# Pages still to be tidied of their narration: NARRATION skips them until they are (empty this
-# as each is rewritten for users; WORK_WORDS covers them already).
-NOT_YET_TIDIED = {"docs/tasks.md", "docs/question-answering.md"}
 WORK_WORDS = re.compile(
     r"\blent\b|\blend(s|ing)?\b|\bleases?d?\b|\bsessions?\b|\bissue\b(?!\s*#)"
     r"|\b(the|our|these|open|two|several) issues\b"
@@ -69,15 +66,9 @@ def found_in(page: Path, words: re.Pattern) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_words_of_the_work_in_the_docs(page: Path):
-    found = found_in(page, WORK_WORDS)
-    if page.relative_to(REPO).as_posix() not in NOT_YET_TIDIED:
-        found += found_in(page, NARRATION)
+    found = found_in(page, WORK_WORDS) + found_in(page, NARRATION)
     assert not found, "say the measurement (card, versions, command) instead:\n" + \
         "\n".join(found)
-
-
-def test_the_pages_not_yet_tidied_exist():
-    assert all((REPO / page).is_file() for page in NOT_YET_TIDIED)
 
 
 def test_the_words_are_found_and_code_is_left_out():

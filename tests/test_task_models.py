@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from elmo.tasks.classifier import Classifier, ClassifierConfig
+from elmo.tasks.encoder import run_lstm
 from elmo.tasks.pair import PairClassifier, PairConfig
 from elmo.tasks.tagger import Tagger, TaggerConfig
 
@@ -76,3 +79,24 @@ def test_tagger_output_does_not_depend_on_padding_or_batch():
         full = model(word_ids, mask)
         alone = model(word_ids[1:2, :3], mask[1:2, :3])
     torch.testing.assert_close(full[1, :3], alone[0], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_run_lstm_gives_the_packed_lstm_states_and_gradients(layers):
+    """run_lstm runs each direction over the padded batch (a packed LSTM's backward pass is
+    slow on long rows); its states and gradients are those of the packed LSTM."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(6, 4, num_layers=layers, bidirectional=True, batch_first=True).eval()
+    lengths = torch.tensor([7, 3, 1, 5])
+    mask = torch.arange(7).unsqueeze(0) < lengths.unsqueeze(1)  # (4, 7)
+    x = torch.randn(4, 7, 6, requires_grad=True)
+    states = run_lstm(lstm, x, mask)
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    expected = pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=7)[0]
+    torch.testing.assert_close(states, expected, atol=1e-6, rtol=1e-5)
+    assert not states[~mask].any()  # padded positions are 0
+    weights = torch.randn_like(expected)
+    grads = torch.autograd.grad((states * weights).sum(), [x, *lstm.parameters()])
+    expected_grads = torch.autograd.grad((expected * weights).sum(), [x, *lstm.parameters()])
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
