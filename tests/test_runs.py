@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -141,3 +145,36 @@ def test_each_command_refuses_the_others_run_and_the_marker_tells_them_apart(tmp
     shutil.copytree(task, copy)
     (copy / MARKER_NAME).unlink()
     assert not is_task_run(copy)
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+import torch
+from elmo.runs import save_checkpoint
+end = time.monotonic() + float(sys.argv[2])
+step = 0
+while time.monotonic() < end:  # checkpoints of differing sizes, renamed into place
+    step += 1
+    save_checkpoint(Path(sys.argv[1]), {"step": step, "pad": "x" * (step % 37),
+                                        "weights": torch.zeros(1000)})
+"""
+
+
+def test_a_checkpoint_read_while_a_run_replaces_it_is_never_half_seen(tmp_path):
+    """A reader polling the checkpoint (`elmo info`, a test waiting for a step) while a run
+    renames new ones into place: safetensors' safe_open read the header of one file and mapped
+    the next by its name ("size ... is smaller than the required mapping size")."""
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, {"step": 0, "weights": torch.zeros(1000)})
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path), "4"],
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        while read_checkpoint_meta(path)["step"] == 0:  # the writer has started
+            assert writer.poll() is None
+        end, steps = time.monotonic() + 2, set()
+        while time.monotonic() < end:
+            steps.add(read_checkpoint_meta(path)["step"])
+    finally:
+        writer.wait()
+    assert writer.returncode == 0 and len(steps) > 10

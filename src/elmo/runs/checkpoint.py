@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from elmo.errors import ElmoError
@@ -27,6 +26,7 @@ from elmo.io.atomic import atomic_output
 CHECKPOINT_NAME = "checkpoint.safetensors"
 _META_KEY = "elmo_checkpoint"
 _TENSOR, _INT_KEYS = "$tensor", "$int_keys"  # JSON stand-ins: a tensor; a dict of int keys
+_MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on a header
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -44,11 +44,18 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
-    """The checkpoint's state without loading its tensors (each is {"$tensor": its path})."""
+    """The checkpoint's state without loading its tensors (each is {"$tensor": its path}),
+    from the file's header read through one open file: a run that renames a new checkpoint
+    into place meanwhile is never half seen (safetensors' `safe_open` reads the header, then
+    maps the file again by its name)."""
     try:
-        with safe_open(str(path), "pt") as f:
-            meta = (f.metadata() or {}).get(_META_KEY)
-    except (SafetensorError, OSError) as err:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= _MAX_HEADER_BYTES:
+                raise ValueError(f"a header of {size:,} bytes")
+            header = json.loads(f.read(size))
+        meta = (header.get("__metadata__") or {}).get(_META_KEY)
+    except (OSError, ValueError, AttributeError) as err:
         raise ElmoError(f"{path} is not a readable checkpoint of an elmo run: {err}") from err
     if meta is None:
         raise ElmoError(f"{path} is a safetensors file but not a checkpoint of an elmo run")
