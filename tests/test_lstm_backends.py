@@ -21,36 +21,11 @@ from elmo.modules.lstm_backends import (
     choose_backend,
 )
 from tests.helpers.int8 import EXACT_INT8
+from tests.helpers.lstm import clipped_layer, layer_inputs, with_gradients
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 INT8 = pytest.mark.skipif(quantize.int8_unavailable_reason() is not None,
                           reason=f"no int8 here: {quantize.int8_unavailable_reason()}")
-LENGTHS = [9, 9, 6, 3, 1, 0]  # sorted longest first: full, ending, one step, never running
-STEPS = 11  # two padding steps past the longest row
-
-
-def _layer(seed: int, quantized: bool = False, products=INT8_PRODUCTS) -> ProjectedLSTM:
-    """Random weights large enough that both clips bite; `quantized`: `products` in int8."""
-    torch.manual_seed(seed)
-    layer = ProjectedLSTM(16, 32, 8, cell_clip=1.0, proj_clip=0.5)
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.uniform_(-0.6, 0.6)
-    if quantized:
-        layer.quantize_int8_(products)
-    return layer
-
-
-def _inputs(layer: ProjectedLSTM, stateful: bool, seed: int):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(2, len(LENGTHS), STEPS, 16, generator=g)  # (D, B, T, I), both directions
-    state = None
-    if stateful:
-        state = (torch.randn(2, len(LENGTHS), layer.proj_dim, generator=g),
-                 torch.randn(2, len(LENGTHS), layer.cell_dim, generator=g))
-    return x, torch.tensor(LENGTHS), state
-
-
 def _plain(backend: type[LSTMBackend]) -> type[LSTMBackend]:
     """`backend`'s products with the reference's cell ops (new tensors, no reused buffer)."""
     return type(f"Plain{backend.__name__}", (backend,), {"ops": REFERENCE_OPS})
@@ -75,8 +50,8 @@ def test_cpu_backend_equals_the_reference(loop, stateful, gate_chunk_bytes, monk
     reference's numbers, and the state given is left as it was."""
     monkeypatch.setattr(onednn, "MIN_MULTIPLY_ADDS", 0)
     monkeypatch.setattr(LSTMBackend, "gate_chunk_bytes", gate_chunk_bytes)
-    layer = _layer(seed=1)
-    x, lengths, state = _inputs(layer, stateful, seed=2)
+    layer = clipped_layer(seed=1)
+    x, lengths, state = layer_inputs(layer, stateful, seed=2)
     kept = copy.deepcopy((x, state))
     expected = _run(layer, BACKENDS["reference"], "packed", x, lengths, state)
     got = _run(layer, BACKENDS["cpu"], loop, x, lengths, state)
@@ -94,9 +69,9 @@ def test_cpu_backend_equals_the_reference(loop, stateful, gate_chunk_bytes, monk
 def test_int8_backend_equals_the_reference_cell_on_its_products(loop, stateful):
     """The int8 back end's in-place cell computes what the reference cell does on the same
     int8 products; those are close to the fp32 reference (each operand rounded to 8 bits)."""
-    fp32 = _layer(seed=3)
-    layer = _layer(seed=3, quantized=True)
-    x, lengths, state = _inputs(layer, stateful, seed=4)
+    fp32 = clipped_layer(seed=3)
+    layer = clipped_layer(seed=3, quantized=True)
+    x, lengths, state = layer_inputs(layer, stateful, seed=4)
     expected = _run(layer, _plain(BACKENDS["int8"]), "packed", x, lengths, state)
     got = _run(layer, BACKENDS["int8"], loop, x, lengths, state)
     _assert_equal(got, expected)
@@ -105,8 +80,8 @@ def test_int8_backend_equals_the_reference_cell_on_its_products(loop, stateful):
 
 
 def test_reference_gradients_are_equal_over_both_loops():
-    layer = _layer(seed=5)
-    x, lengths, state = _inputs(layer, stateful=True, seed=6)
+    layer = clipped_layer(seed=5)
+    x, lengths, state = layer_inputs(layer, stateful=True, seed=6)
     grads = []
     for loop in STEP_LOOPS:
         layer.zero_grad()
@@ -119,7 +94,7 @@ def test_reference_gradients_are_equal_over_both_loops():
 
 def test_a_backend_is_chosen_by_autograd_clipping_device_and_quantization():
     x = torch.zeros(2, 1, 1, 16)
-    clipped, unclipped = _layer(seed=0), _unclipped(seed=0)
+    clipped, unclipped = clipped_layer(seed=0), _unclipped(seed=0)
     quantized = SimpleNamespace(int8=object(), clipped=True)  # what choose_backend reads
     with torch.enable_grad():
         assert choose_backend(clipped, x) == "reference"
@@ -157,8 +132,8 @@ def test_a_toy_backend_or_step_loop_first_in_its_table_runs_where_it_applies():
         calls.append(("loop", type(backend).__name__))
         return STEP_LOOPS["packed"].run(layer, backend, x, lengths, state)
 
-    layer = _layer(seed=3)
-    x, lengths, _ = _inputs(layer, stateful=False, seed=4)
+    layer = clipped_layer(seed=3)
+    x, lengths, _ = layer_inputs(layer, stateful=False, seed=4)
     with torch.inference_mode():
         expected = layer(x, lengths)
     saved_backends = _first_in(BACKENDS, "toy", Toy)
@@ -178,21 +153,9 @@ def test_a_toy_backend_or_step_loop_first_in_its_table_runs_where_it_applies():
 
 
 def _unclipped(seed: int) -> ProjectedLSTM:
-    layer = _layer(seed)
+    layer = clipped_layer(seed)
     layer.cell_clip = layer.proj_clip = None
     return layer
-
-
-def _with_gradients(layer, backend: str, x, lengths, state):
-    """Outputs, final state, and the gradients of the weights, input and state of a loss on
-    all three."""
-    layer.zero_grad()
-    x = x.clone().requires_grad_()
-    state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
-    out, (h, c) = layer(x, lengths, state, "packed", backend)
-    (out.square().sum() + h.sum() + c.square().sum()).backward()
-    inputs = [x] + ([] if state is None else list(state))
-    return [out, h, c, *(p.grad for p in layer.parameters()), *(t.grad for t in inputs)]
 
 
 @pytest.mark.parametrize("stateful", [False, True])
@@ -202,12 +165,12 @@ def test_cudnn_backend_equals_the_reference_without_clipping(stateful, lengths):
     without clips: outputs (zero at padding), final states taken at each row's own end, and
     every gradient, for rows of mixed lengths (packed) or all of T (as they are)."""
     layer = _unclipped(seed=11)
-    x, mixed, state = _inputs(layer, stateful, seed=12)
+    x, mixed, state = layer_inputs(layer, stateful, seed=12)
     with torch.no_grad():  # a bias, so that the bias's reordering is checked too
         layer.bias.uniform_(-0.5, 0.5)
     given = mixed if lengths == "mixed" else None
-    got = _with_gradients(layer, "cudnn", x, given, state)
-    expected = _with_gradients(layer, "reference", x, given, state)
+    got = with_gradients(layer, "cudnn", x, given, state)
+    expected = with_gradients(layer, "reference", x, given, state)
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     if lengths == "mixed":
@@ -231,14 +194,14 @@ def test_cudnn_backend_hands_torch_contiguous_tensors(monkeypatch):
 
     monkeypatch.setattr(torch, "lstm", checking)
     layer = _unclipped(seed=14)
-    x, _, state = _inputs(layer, True, seed=15)
-    _with_gradients(layer, "cudnn", x[:, :, 2:], None, state)  # a window of the time axis
+    x, _, state = layer_inputs(layer, True, seed=15)
+    with_gradients(layer, "cudnn", x[:, :, 2:], None, state)  # a window of the time axis
     assert contiguous and all(contiguous)
 
 
 def test_cudnn_backend_refuses_a_clipped_layer():
     with pytest.raises(ValueError, match="cannot clip"):
-        BACKENDS["cudnn"](_layer(seed=13))
+        BACKENDS["cudnn"](clipped_layer(seed=13))
 
 
 @CUDA
@@ -247,14 +210,14 @@ def test_cudnn_backend_on_the_gpu_equals_the_reference(precision):
     """cuDNN itself, fp32 with TF32 off within 1e-5 of the reference on the same GPU; under
     bf16 autocast both run and stay within bf16's error of the fp32 reference."""
     layer = _unclipped(seed=14).cuda()
-    x, lengths, state = _inputs(layer, True, seed=15)
+    x, lengths, state = layer_inputs(layer, True, seed=15)
     x, lengths = x.cuda(), lengths.cuda()
     state = tuple(s.cuda() for s in state)
     with tf32_allowed(False):
-        expected = _with_gradients(layer, "reference", x, lengths, state)
+        expected = with_gradients(layer, "reference", x, lengths, state)
         with torch.autocast("cuda", torch.bfloat16, enabled=precision == "bf16"):
-            got = _with_gradients(layer, "cudnn", x, lengths, state)
-            full = _with_gradients(layer, "cudnn", x, None, state)  # fixed shapes
+            got = with_gradients(layer, "cudnn", x, lengths, state)
+            full = with_gradients(layer, "cudnn", x, None, state)  # fixed shapes
     for a, b in zip(got, expected, strict=True):
         if precision == "fp32":
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
@@ -265,8 +228,8 @@ def test_cudnn_backend_on_the_gpu_equals_the_reference(precision):
 
 @INT8
 def test_int8_backend_refuses_autograd():
-    layer = _layer(seed=7, quantized=True)
-    x, lengths, _ = _inputs(layer, stateful=False, seed=8)
+    layer = clipped_layer(seed=7, quantized=True)
+    x, lengths, _ = layer_inputs(layer, stateful=False, seed=8)
     with torch.enable_grad(), pytest.raises(ElmoError, match="inference only"):
         layer(x, lengths)
 
@@ -281,7 +244,7 @@ def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
     if not kernel.runs_here():
         pytest.skip(f"the int8 kernel {name} does not run here")
     monkeypatch.setenv(quantize.KERNEL_ENV, name)
-    layer = _layer(seed=9, quantized=True, products=WEIGHT_NAMES)
+    layer = clipped_layer(seed=9, quantized=True, products=WEIGHT_NAMES)
     with torch.inference_mode():
         backend = BACKENDS["int8"](layer)
     torch.manual_seed(10)
@@ -306,7 +269,7 @@ def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
 def test_int8_backend_keeps_the_projection_in_fp32():
     """A layer quantized as `quantize_int8_` does by default: its input and state products in
     int8, its projection the fp32 product of the "cpu" back end, on the same weight."""
-    fp32, layer = _layer(seed=11), _layer(seed=11, quantized=True)
+    fp32, layer = clipped_layer(seed=11), clipped_layer(seed=11, quantized=True)
     assert set(layer.int8) == set(INT8_PRODUCTS) == {"input", "state"}
     x = torch.randn(2, 5, layer.cell_dim)
     with torch.inference_mode():

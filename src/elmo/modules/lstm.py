@@ -44,6 +44,26 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 Product = Callable[..., torch.Tensor]
 
 
+def cell_update(
+    gates: torch.Tensor, c_prev: torch.Tensor | None, cell_clip: float | None, ops: CellOps
+) -> LSTMState:
+    """The cell's pointwise part: gates (D, n, 4C), c_prev (D, n, C) or None (zeros) ->
+    m = sigmoid(o) * tanh(c) (D, n, C), the projection's input, and c (D, n, C)."""
+    if gates.dtype != torch.float32:  # autocast: the cell's arithmetic and c in fp32
+        gates = gates.float()
+    i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
+    i, j, f, o = ops.sigmoid(i), ops.tanh(j), ops.sigmoid(f), ops.sigmoid(o)
+    c = torch.mul(i, j) if c_prev is None else torch.addcmul(ops.mul(f, c_prev), i, j)
+    if cell_clip is not None:
+        c = ops.clamp(c, -cell_clip, cell_clip)
+    return ops.mul(o, ops.tanh(ops.scratch(c))), c  # c itself is kept
+
+
+def clip(h: torch.Tensor, limit: float | None, ops: CellOps) -> torch.Tensor:
+    """h clipped to [-limit, limit] (None: h as it is)."""
+    return h if limit is None else ops.clamp(h, -limit, limit)
+
+
 def lstm_cell(
     gates: torch.Tensor,
     c_prev: torch.Tensor | None,
@@ -58,20 +78,12 @@ def lstm_cell(
     Gates in TensorFlow's order i, j (candidate), f, o (the forget bias of 1 is in the biases):
         c = clip(sigmoid(f) * c_prev + sigmoid(i) * tanh(j), cell_clip)
         h = clip((sigmoid(o) * tanh(c)) @ W_proj, proj_clip)
-    `ops` computes the elementwise functions; in-place ops overwrite `gates`. h and c never
-    share memory with `gates` (a caller may reuse its buffer).
+    `ops` computes the elementwise functions, and `ops.fuse` runs the two pointwise parts
+    (`cell_update`, the projection's `clip`) around the product; in-place ops overwrite
+    `gates`. h and c never share memory with `gates` (a caller may reuse its buffer).
     """
-    if gates.dtype != torch.float32:  # autocast: the cell's arithmetic and c in fp32
-        gates = gates.float()
-    i, j, f, o = gates.chunk(4, dim=-1)  # each (D, n, C)
-    i, j, f, o = ops.sigmoid(i), ops.tanh(j), ops.sigmoid(f), ops.sigmoid(o)
-    c = torch.mul(i, j) if c_prev is None else torch.addcmul(ops.mul(f, c_prev), i, j)
-    if cell_clip is not None:
-        c = ops.clamp(c, -cell_clip, cell_clip)
-    h = product("proj", ops.mul(o, ops.tanh(ops.scratch(c))))  # (D, n, P); c itself is kept
-    if proj_clip is not None:
-        h = ops.clamp(h, -proj_clip, proj_clip)
-    return h, c
+    m, c = ops.fuse(cell_update)(gates, c_prev, cell_clip, ops)
+    return ops.fuse(clip)(product("proj", m), proj_clip, ops), c  # h (D, n, P)
 
 
 class ProjectedLSTM(nn.Module):

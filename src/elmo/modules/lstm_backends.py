@@ -20,12 +20,16 @@ order of preference, and each says itself whether it serves a layer call (`appli
   call instead of the step loop; it cannot clip the cell or the projection, which is why it
   serves unclipped layers only (`cell_clip` and `proj_clip` None, as bilm-tf's and AllenNLP's
   options allow).
+- "fused": training a clipped layer where `ELMO_FUSED_CELL=1` (experimental, off by default):
+  the reference's cell with its pointwise parts compiled into fused kernels
+  (`elmo.modules.fused_cell`), the products as the reference computes them.
 
 A back end runs the layer with `run`: the step loop, called with itself, for all but "cudnn".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +39,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from elmo.modules import onednn
+from elmo.modules import fused_cell, onednn
 from elmo.modules.quantize import check_inference
 
 WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` matrices
@@ -52,10 +56,16 @@ def tanh_(x: Tensor) -> Tensor:
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
+def as_is(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn itself: the cell's pointwise parts run op by op."""
+    return fn
+
+
 @dataclass(frozen=True)
 class CellOps:
     """The cell's elementwise functions. In-place ones overwrite their first argument: the
-    cell passes them only gate slices or `scratch` copies."""
+    cell passes them only gate slices or `scratch` copies. `fuse` gives what runs each of the
+    cell's pointwise parts (a function of these ops): the part as it is, or compiled."""
 
     in_place: bool
     sigmoid: Callable[[Tensor], Tensor]
@@ -63,12 +73,15 @@ class CellOps:
     mul: Callable[[Tensor, Tensor], Tensor]
     clamp: Callable[[Tensor, float, float], Tensor]
     scratch: Callable[[Tensor], Tensor]  # x, or a copy of it where the next op overwrites
+    fuse: Callable[[Callable[..., Any]], Callable[..., Any]] = as_is
 
 
 # Every result a new tensor: what autograd records.
 REFERENCE_OPS = CellOps(False, torch.sigmoid, torch.tanh, torch.mul, torch.clamp, lambda x: x)
 # Inference: each result overwrites its input, saving an allocation and a pass over memory.
 IN_PLACE_OPS = CellOps(True, Tensor.sigmoid_, tanh_, Tensor.mul_, Tensor.clamp_, Tensor.clone)
+# The reference's ops, each pointwise part compiled into one kernel (and one for its backward).
+FUSED_OPS = dataclasses.replace(REFERENCE_OPS, fuse=fused_cell.compiled)
 
 
 class LSTMBackend:
@@ -255,10 +268,30 @@ class CuDNNBackend(LSTMBackend):
         return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
 
 
+class FusedCellBackend(LSTMBackend):
+    """The reference with the cell's pointwise parts compiled (`FUSED_OPS`): under autograd,
+    the compiled backward too. Experimental: serves only where `ELMO_FUSED_CELL=1`."""
+
+    ops = FUSED_OPS
+
+    @classmethod
+    def applies(cls, layer: nn.Module, x: Tensor) -> bool:
+        """Training (autograd records) a clipped layer, where switched on."""
+        return torch.is_grad_enabled() and layer.clipped and fused_cell.switched_on()
+
+    def run(
+        self, loop: Callable[..., Any], x: Tensor, lengths: Tensor | None,
+        state: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        fused_cell.check_available(x.device)
+        return super().run(loop, x, lengths, state)
+
+
 # In order of preference: the first whose `applies` is True runs a layer call.
 BACKENDS: dict[str, type[LSTMBackend]] = {
     "int8": Int8Backend,  # a quantized layer
     "cudnn": CuDNNBackend,  # training an unclipped layer
+    "fused": FusedCellBackend,  # training a clipped layer, where ELMO_FUSED_CELL=1
     "cpu": CPUBackend,  # inference on the CPU
     "reference": LSTMBackend,  # anything else: training a clipped layer, inference elsewhere
 }
