@@ -17,10 +17,11 @@ after each section, so what was measured is kept when `--minutes` runs out or th
    also as a fraction of the card's limit: its measured matmul rate over a token's FLOPs.
    Pretraining (`elmo.training.Trainer`, the training section: `--skip correctness
    embedding memory` runs it alone): `original` and `small` at 128 and 512 rows, bf16 and
-   TF32, the step replayed from a CUDA graph or eager, the LSTM clipped (reference back end)
-   or not (cuDNN): tokens/s, the fraction of the limit, the device's busy fraction
-   (torch.profiler's kernel time over the wall time of a few steps), the milliseconds a
-   step takes and those the training thread spends on the CPU, the loss.
+   TF32, the step replayed from a CUDA graph or eager, the LSTM clipped (reference back end,
+   or the fused cell's, at 512, 1,024 and 2,048 rows) or not (cuDNN): tokens/s, the
+   fraction of the limit, the device's busy fraction (torch.profiler's kernel time over the
+   wall time of a few steps), the milliseconds a step takes and those the training thread
+   spends on the CPU, the loss.
 4. Memory: peak device memory per token budget, the largest budget that fits (a linear fit of
    peak against budget, over the free memory), a 10,000-token input embedded.
 5. ELMo or BERT: benchmarks/elmo_vs_bert.py's table on the device (ELMo and Hugging Face BERT
@@ -71,6 +72,7 @@ from elmo.embed import Embedder
 from elmo.loading import load_model
 from elmo.modules.bilm import BiLM, add_boundaries
 from elmo.modules.lstm import STEP_LOOPS
+from elmo.modules.lstm_backends import BACKENDS
 from elmo.training import TrainConfig
 from elmo.training.step import GraphedStep
 
@@ -392,8 +394,8 @@ class TrainRun:
     """One pretraining measurement, `PRESET:ROWS:PRECISION[:OPTION...]` on the command line.
 
     Options: `eager` (no CUDA graph of the step), `noclip` (an unclipped LSTM, which trains
-    through the cudnn back end), `reference` (the reference back end even so), a step loop
-    (`packed`, `masked`)."""
+    through the cudnn back end), a back end of `BACKENDS` forced (`reference` even without
+    clips, `fused` for the fused clipped cell), a step loop (`packed`, `masked`)."""
 
     preset: str
     batch_size: int
@@ -406,12 +408,13 @@ class TrainRun:
     @classmethod
     def parse(cls, text: str) -> TrainRun:
         preset, batch, precision, *options = text.split(":")
-        unknown = set(options) - {"eager", "noclip", "reference", *STEP_LOOPS}
+        unknown = set(options) - {"eager", "noclip", *BACKENDS, *STEP_LOOPS}
         if unknown:
             raise argparse.ArgumentTypeError(f"unknown options {sorted(unknown)} in {text}")
+        backends = [o for o in options if o in BACKENDS]
         loops = [o for o in options if o in STEP_LOOPS]
         return cls(preset, int(batch), precision, "eager" not in options,
-                   "noclip" not in options, "reference" if "reference" in options else None,
+                   "noclip" not in options, backends[0] if backends else None,
                    loops[0] if loops else None)
 
     @property
@@ -428,17 +431,30 @@ class TrainRun:
 
 
 # In order of importance (each about 5-15 s on an H100/H200): `original` at 512 rows in
-# bf16, graphs and cuDNN on and off, then TF32, `small`, 128 rows.
+# bf16, graphs and cuDNN on and off, the clipped cell fused (`FUSED_CELL_RUNS`), then TF32,
+# `small`, 128 rows.
+FUSED_CELL_RUNS = [  # clipped `original`, eager and fused cell, 512 to 2,048 rows
+    "original:512:bf16", "original:512:bf16:fused", "original:512:bf16:fused:eager",
+    "original:1024:bf16", "original:1024:bf16:fused", "original:2048:bf16",
+    "original:2048:bf16:fused",
+]
 DEFAULT_TRAIN_RUNS = [
     "original:512:bf16", "original:512:bf16:noclip", "original:512:bf16:eager",
-    "original:512:bf16:noclip:eager", "original:512:tf32", "original:512:tf32:noclip",
+    "original:512:bf16:noclip:eager", *FUSED_CELL_RUNS[1:], "original:512:tf32",
+    "original:512:tf32:noclip",
     "small:512:bf16", "small:512:bf16:noclip", "original:128:bf16",
     "original:128:bf16:noclip", "small:128:bf16", "small:128:bf16:noclip",
     "small:512:bf16:eager", "original:512:bf16:noclip:reference", "original:128:bf16:eager",
     "small:512:tf32:noclip",
 ]
 QUICK_TRAIN_RUNS = ["tiny:16:fp32", "tiny:16:bf16", "tiny:16:fp32:noclip",
-                    "tiny:16:fp32:eager"]
+                    "tiny:16:fp32:eager", "tiny:16:fp32:fused"]
+RUN_SETS = {"fused-cell": FUSED_CELL_RUNS}  # a name on the command line for its runs
+
+
+def train_runs(text: str) -> list[TrainRun]:
+    """A run on the command line, or the runs of a name of `RUN_SETS`."""
+    return [TrainRun.parse(run) for run in RUN_SETS.get(text, [text])]
 
 
 class BenchTrainer(TimedTrainer):
@@ -658,12 +674,13 @@ def main(argv: list[str] | None = None) -> None:
                         "small; quick: tiny)")
     parser.add_argument("--budgets", nargs="+", type=int, help="embedding token budgets "
                         "(default 4096 16384 65536; quick: 256 1024)")
-    parser.add_argument("--profile-runs", nargs="*", type=TrainRun.parse, metavar="RUN",
+    parser.add_argument("--profile-runs", nargs="*", type=train_runs, metavar="RUN",
                         default=[], help="pretraining runs (as --train-runs) whose profiled "
                         "steps' torch.profiler tables are kept (default: none)")
-    parser.add_argument("--train-runs", nargs="+", type=TrainRun.parse, metavar="RUN",
+    parser.add_argument("--train-runs", nargs="+", type=train_runs, metavar="RUN",
                         help="pretraining runs as PRESET:ROWS:PRECISION[:OPTION...], options "
-                        "eager, noclip, reference, packed, masked (default: "
+                        "eager, noclip, a back end (reference, fused), packed, masked; or "
+                        "fused-cell, for " + " ".join(FUSED_CELL_RUNS) + " (default: "
                         + " ".join(DEFAULT_TRAIN_RUNS) + "; quick: "
                         + " ".join(QUICK_TRAIN_RUNS) + ")")
     args = parser.parse_args(argv)
@@ -687,8 +704,9 @@ def main(argv: list[str] | None = None) -> None:
         correctness(report, device, args.fixtures, texts, args.quick)
     presets = args.presets or (["tiny"] if args.quick else ["original", "small"])
     budgets = args.budgets or ([256, 1024] if args.quick else [4096, 16384, 65536])
-    runs = args.train_runs or [TrainRun.parse(r) for r in (
-        QUICK_TRAIN_RUNS if args.quick else DEFAULT_TRAIN_RUNS)]
+    runs = [run for given in args.train_runs or [] for run in given] or [
+        TrainRun.parse(r) for r in (QUICK_TRAIN_RUNS if args.quick else DEFAULT_TRAIN_RUNS)]
+    profiled = [run for given in args.profile_runs for run in given]
     # In order of importance: the first preset's speed, memory, pretraining, the others, ELMo
     # or BERT.
     if "embedding" not in args.skip:
@@ -696,7 +714,7 @@ def main(argv: list[str] | None = None) -> None:
     if "memory" not in args.skip:
         memory(report, device, texts, args.quick)
     if "training" not in args.skip and train_text is not None:
-        training(report, device, train_text, args.quick, runs, args.profile_runs)
+        training(report, device, train_text, args.quick, runs, profiled)
     if "embedding" not in args.skip:
         embedding(report, device, texts, presets[1:], budgets)
     if "bert" not in args.skip:

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
+from elmo.device import tf32_allowed
 from elmo.errors import ElmoError
 from elmo.modules import fused_cell
 from elmo.modules.lstm_backends import choose_backend
@@ -88,3 +89,24 @@ def test_fused_cell_where_inductor_cannot_compile_says_how_to_train_without(monk
     x, lengths, _ = layer_inputs(layer, False, seed=1)
     with pytest.raises(ElmoError, match=f"unset {fused_cell.ENV}"):
         layer(x.to("meta"), lengths)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or fused_cell.unavailable_reason("cuda"),
+                    reason="needs a CUDA GPU and Triton")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_fused_cell_on_the_gpu_trains_to_the_references_numbers(precision):
+    """Triton's kernels on both loops: fp32 with TF32 off within 1e-5 of the reference on the
+    same GPU; under bf16 autocast within bf16's error of the fp32 reference."""
+    layer = clipped_layer(seed=25).cuda()
+    x, lengths, state = layer_inputs(layer, True, seed=26)
+    x, lengths, state = x.cuda(), lengths.cuda(), tuple(s.cuda() for s in state)
+    with tf32_allowed(False):
+        for loop in ("masked", "packed"):
+            expected = with_gradients(layer, "reference", x, lengths, state, loop)
+            with torch.autocast("cuda", torch.bfloat16, enabled=precision == "bf16"):
+                got = with_gradients(layer, "fused", x, lengths, state, loop)
+            for a, b in zip(got, expected, strict=True):
+                if precision == "fp32":
+                    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+                else:  # relative to the norm: bf16 keeps 8 bits
+                    assert (a.float() - b).norm() <= 2e-2 * b.norm()

@@ -55,7 +55,7 @@ def test_gpu_benchmark_quick_on_the_cpu(gpu_data, tmp_path):
     training = report["training"]
     assert {r["precision"] for r in training} == {"fp32", "bf16"}
     assert {(r["lstm"], r["graphs"]) for r in training} == \
-        {("reference", True), ("cudnn", True), ("reference", False)}
+        {("reference", True), ("cudnn", True), ("reference", False), ("fused", True)}
     assert all(r["ms_per_step"] > 0 and r["host_ms_per_step"] > 0 and r["graph_replays"] == 0
                and r["gpu_busy"] is None and r["train_loss"] > 0 for r in training)  # CPU
     assert report["memory"]["long_input"]["tokens"] == 200
