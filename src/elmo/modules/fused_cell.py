@@ -3,11 +3,13 @@
 Training a clipped layer runs the step loop under autograd, and each step's pointwise part
 (the gates' sigmoids and tanh, the cell's update and clip, o * tanh(c), then the projection's
 clip after its product) is a dozen small kernels forward and as many backward. Compiled, each
-part is one kernel forward and one backward (inductor writes both: Triton on a GPU, C++ on the
-CPU). The products stay outside, in torch's own kernels.
+part is fused into a kernel or two forward and backward (inductor writes both: Triton on a GPU,
+C++ on the CPU). The products stay outside, in torch's own kernels.
 
 `compiled` compiles a function once per process with dynamic sizes: the packed loop's row
-count, which shrinks step by step, and other batch sizes reuse the compiled code.
+count, which shrinks step by step, and other batch sizes reuse the compiled code. A few
+variants are compiled once each as they first occur: the first step without a cell state, a
+state without gradient, a single row left (inductor specializes sizes of 1).
 
 It is experimental, and off until switched on with `ELMO_FUSED_CELL=1` (the "fused" back end
 of `elmo.modules.lstm_backends` then trains clipped layers): it has not yet been measured

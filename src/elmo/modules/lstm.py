@@ -5,10 +5,10 @@ receives its input already reversed, so both directions run the same recurrence 
 batched matmuls. Rows are sorted by length (longest first).
 
 The recurrence is written once: the cell's equations (`lstm_cell`) inside a step loop. A back
-end (`elmo.modules.lstm_backends`: the reference, or one tuned for CPU inference or int8)
-supplies the products and elementwise ops both compute with, chosen once per layer call; one,
-"cudnn", runs an unclipped layer whole through torch's LSTM kernel instead. Two step loops
-compute the same function (`STEP_LOOPS`):
+end (`elmo.modules.lstm_backends`: the reference, one tuned for CPU inference or int8, or one
+that compiles the cell's pointwise parts) supplies the products and elementwise ops both
+compute with, chosen once per layer call; one, "cudnn", runs an unclipped layer whole through
+torch's LSTM kernel instead. Two step loops compute the same function (`STEP_LOOPS`):
 
 - "packed" (the CPU's): step t only computes the `batch_sizes[t]` rows still running, so padding
   never enters the recurrence; the batch shrinks step by step.
