@@ -80,7 +80,7 @@ class CellOps:
 REFERENCE_OPS = CellOps(False, torch.sigmoid, torch.tanh, torch.mul, torch.clamp, lambda x: x)
 # Inference: each result overwrites its input, saving an allocation and a pass over memory.
 IN_PLACE_OPS = CellOps(True, Tensor.sigmoid_, tanh_, Tensor.mul_, Tensor.clamp_, Tensor.clone)
-# The reference's ops, each pointwise part compiled into one kernel (and one for its backward).
+# The reference's ops, each pointwise part compiled into a kernel or two, its backward too.
 FUSED_OPS = dataclasses.replace(REFERENCE_OPS, fuse=fused_cell.compiled)
 
 
