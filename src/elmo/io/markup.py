@@ -2,8 +2,8 @@
 HTML, as JSON exports of web pages and news sites hold them (`html_paragraphs`).
 
 Only what carries no prose is removed: Markdown's front matter, headings (the first one is
-the document's title), HTML comments, fenced code, rules and table separators, and the
-markers of lists, quotes, emphasis, links and images; HTML's tags (a paragraph ends at a
+the document's title), HTML comments and tags, fenced code, rules and table separators, and
+the markers of lists, quotes, emphasis, links and images; HTML's tags (a paragraph ends at a
 block tag: p, br, div, li, headings, table rows) and entities. A paragraph is a line of what
 is left, stripped, none empty.
 """
@@ -32,13 +32,13 @@ _BLOCK_TAG = re.compile(r"</?(?:p|br|div|li|ul|ol|h[1-6]|tr|table|blockquote|sec
 
 
 def _inline(text: str) -> str:
-    """A Markdown line's text: images dropped, links as their text, emphasis markers and a
-    table row's bars removed."""
+    """A Markdown line's text: images dropped, links as their text, emphasis markers, HTML
+    tags and a table row's bars removed."""
     row = _TABLE_ROW.fullmatch(text)
     if row:
         text = " ".join(cell.strip() for cell in row[1].split("|"))
     text = _LINK.sub(r"\1", _IMAGE.sub("", text))
-    return _EMPHASIS.sub(r"\2", text)
+    return _EMPHASIS.sub(r"\2", _TAG.sub("", text))
 
 
 def markdown_paragraphs(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, str]]:

@@ -62,7 +62,7 @@ TEST_TEXTS: dict[str, TestTextKind] = {k.name: k for k in (
 )}
 
 
-def test_text_kind(path: Path) -> TestTextKind:
+def text_kind_of(path: Path) -> TestTextKind:
     """The kind of the test file `path`: the first of TEST_TEXTS that detects it."""
     first = _first_line(path)
     return next(k for k in TEST_TEXTS.values() if k.detect(path, first))
@@ -76,7 +76,7 @@ def read_test_texts(paths: Sequence[str | Path], characters: bool) -> OverlapSet
         if not path.is_file():
             raise InputFileError(f"the test file {path} does not exist: give the test sets' "
                                  "files (SQuAD JSON, CoNLL 'token tag' lines, or text)")
-        kind = test_text_kind(path)
+        kind = text_kind_of(path)
         read.append((path, list(kind.texts(path))))
         if not any(t.strip() for t in read[-1][1]):
             raise InputFileError(f"the test file {path} has no text (read as "
