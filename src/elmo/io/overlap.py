@@ -10,7 +10,7 @@ run of the unit's `n` in common: 13 words, as GPT-3's contamination check; 25 Ch
 characters, about as many words (13 characters are official titles that news and laws repeat
 everywhere: "全国人民代表大会常务委员会" alone left out most laws of LawRefBook). A test
 text shorter than that adds nothing. The set holds a 64-bit hash per distinct n-gram, about
-60 bytes each in memory.
+80 bytes each in memory.
 """
 
 from __future__ import annotations
