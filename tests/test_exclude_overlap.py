@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from elmo.cli import main
+from elmo.cli import build_parser, main
 from elmo.data.corpus import Selection, Tally, iter_lines
 from elmo.data.prepared import MANIFEST_NAME, PreparedCorpus
 from elmo.errors import InputFileError
 from elmo.io.overlap import UNITS
-from elmo.tasks.test_text import read_test_texts, text_kind_of
+from elmo.tasks.test_text import TEST_TEXTS, TestTextKind, read_test_texts, text_kind_of
 
 # A test sentence of 30 characters, and news that quotes it whole, a part of it, or none.
 TEST = "国务院总理李鹏今天在人民大会堂会见了来访的泰国外交部长素林先生。"
@@ -162,3 +162,24 @@ def test_a_document_too_long_to_compare_is_named(tmp_path, monkeypatch):
     with pytest.raises(InputFileError, match=f"{law}, line 3: a document longer than 30 "
                        "characters, too long to compare with the test files"):
         kept([law], read_test_texts([test], characters=True))
+
+
+def test_a_new_test_file_format_is_one_record(tmp_path, monkeypatch, capsys):
+    """A toy record (TSV, the text in its first column) placed before text, which takes every
+    file: read by the check, named in --help."""
+    toy = TestTextKind("toy-tsv", "text TAB label lines: the text",
+                       lambda path, first: path.suffix == ".tsv",
+                       lambda path: (line.split("\t")[0] for line in
+                                     path.read_text(encoding="utf-8").splitlines()))
+    text = TEST_TEXTS["text"]
+    monkeypatch.delitem(TEST_TEXTS, "text")
+    monkeypatch.setitem(TEST_TEXTS, toy.name, toy)
+    monkeypatch.setitem(TEST_TEXTS, text.name, text)
+    test = tmp_path / "test.tsv"
+    test.write_text(f"{TEST}\tpositive\n", encoding="utf-8")
+    assert text_kind_of(test) is toy
+    lines, tally = kept([news(tmp_path, QUOTED, CLEAN)], read_test_texts([test], True))
+    assert len(lines) == 2 and tally.overlapped == {str(test): 1}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["prepare-corpus", "--help"])
+    assert "toy-tsv: text TAB label lines" in " ".join(capsys.readouterr().out.split())

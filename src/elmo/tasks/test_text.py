@@ -29,6 +29,7 @@ _TAG = re.compile(r"O|[BIESML]-\S+")  # a BIO/BIOES tag: the last column of a Co
 class TestTextKind:
     """A format of test files: `detect(path, first_line)`, `texts(path)` -> its texts."""
 
+    __test__ = False  # a record, not a class of tests for pytest
     name: str
     description: str
     detect: Callable[[Path, str], bool]
