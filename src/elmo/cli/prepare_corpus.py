@@ -50,18 +50,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_corpus_tokenizer(p, note=": train with the same")
     add_input_format(p)
     add_exclude_titles(p)
-    p.add_argument("--exclude-overlap", nargs="+", metavar="FILE",
-                   help="leave out the documents that share a run of "
-                   f"{UNITS['characters'].n} characters (with --tokenizer chars or jieba; "
-                   f"white space ignored) or {UNITS['words'].n} words (other tokenizers) with "
-                   "the text of these test "
-                   "files: " + "; ".join(f"{k.name}: {k.description}"
-                                         for k in TEST_TEXTS.values())
-                   + ". A document is a file of Markdown, an object of a JSON file, a JSON "
-                   "line, a WikiExtractor document, a line of text. Counted in the summary "
-                   f"and in {MANIFEST_NAME} (default: none)")
+    p.add_argument("--exclude-overlap", nargs="+", metavar="FILE", help=_overlap_help())
     p.add_argument("--hold-out-every", type=int, default=0, metavar="N",
-                   help="hold out every N-th document (of those not left out by title; a "
+                   help="hold out every N-th document (of those not left out; a "
                    "text line and a FASTA record are documents too): its sentences go to "
                    f"OUT/{HELD_OUT_NAME}, a sentence per line, for `elmo train --valid`, and "
                    "neither to the shards nor to the vocabulary (default 0: none)")
@@ -71,6 +62,18 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_overwrite(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(run=run)
+
+
+def _overlap_help() -> str:
+    """--exclude-overlap's help: the run lengths of each unit, the formats of TEST_TEXTS."""
+    chars = " or ".join(k.name for k in TOKENIZERS.values() if k.characters)
+    formats = "; ".join(f"{k.name}: {k.description}" for k in TEST_TEXTS.values())
+    return (f"leave out the documents that share a run of {UNITS['characters'].n} characters "
+            f"(with --tokenizer {chars}; white space ignored) or {UNITS['words'].n} words "
+            f"(other tokenizers) with the text of these test files: {formats}. A document is "
+            "a file of Markdown, an object of a JSON file, a JSON line, a WikiExtractor "
+            f"document, a line of text. Counted in the summary and in {MANIFEST_NAME} "
+            "(default: none)")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
