@@ -91,12 +91,14 @@ class OverlapSet:
                 "n": self.n, "ngrams": self.size}
 
 
-def overlap_set(test_texts: Sequence[tuple[str | Path, Iterable[str]]], characters: bool
-                ) -> OverlapSet:
+def overlap_set(test_texts: Sequence[tuple[str | Path, Iterable[str]]], characters: bool,
+                n: int | None = None) -> OverlapSet:
     """The n-grams of the test files `test_texts`: (path, its texts) each, in units of
-    characters (`characters`) or words."""
+    characters (`characters`) or words, runs of `n` of them (None: the unit's)."""
     unit, digest, sets = unit_for(characters), hashlib.sha256(), []
-    n = unit.n
+    n = unit.n if n is None else n
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
     for path, texts in test_texts:
         digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
         ngrams: set[int] = set()
