@@ -70,6 +70,11 @@ def test_input_kinds_are_recognised_by_name_or_first_line(tmp_path):
         "named.ndjson.gz": ("jsonl", body),
         "wiki_07": ("wikiextractor", '\n<doc id="1" url="?curid=1" title="T">\nT\n</doc>\n'),
         "seqs.fa": ("fasta", ">p1\nMKV\n"),
+        "law.md": ("markdown", "# Title\n\nText.\n"),
+        "notes.markdown.gz": ("markdown", "Text.\n"),
+        "day.json": ("json", '{"total": 1, "list": [{"content": "<p>Text.</p>"}]}'),
+        "pretty.json": ("json", '{\n "text": "Text."\n}\n'),
+        "lines.json": ("jsonl", body),  # JSON lines, whatever the name says
     }
     for name, (kind, text) in cases.items():
         path = tmp_path / name
@@ -78,9 +83,56 @@ def test_input_kinds_are_recognised_by_name_or_first_line(tmp_path):
         else:
             path.write_text(text, encoding="utf-8")
         assert input_kind(path).name == kind, name
-    assert set(INPUT_KINDS) == {"text", "fasta", "jsonl", "wikiextractor"}
+    assert set(INPUT_KINDS) == {"text", "fasta", "jsonl", "json", "markdown", "wikiextractor"}
     with pytest.raises(InputFileError, match="unknown input format 'xml'"):
         input_kind(tmp_path / "plain.txt", "xml")
+
+
+def test_markdown_is_its_prose_a_document_per_file_titled_by_its_first_heading(tmp_path):
+    path = tmp_path / "law.md"
+    path.write_text("---\ndraft: true\ntitle: not this\n---\n\n# 某法 <!-- 标题 -->\n\n"
+                    "# 副标题\n\n2021年1月1日 施行\n\n<!-- INFO END -->\n<!-- a comment\nover "
+                    "lines -->\n## 第一章 总则\n\n第一条 为了**保护**权益。第二条 见[附件](a.md)。"
+                    "\n\n- 一项\n2. 二项\n> 引用\n\n```\ncode = 1\n```\n***\n| 甲 | 乙 |\n"
+                    "|---|:-:|\n| 1 | 2 |\n![图](p.png)\n收入<b>不</b>减少 a < b\n",
+                    encoding="utf-8")
+    passages = list(INPUT_KINDS["markdown"].read(path))
+    assert [p.text for p in passages] == [
+        "2021年1月1日 施行", "第一条 为了保护权益。第二条 见附件。", "一项", "二项", "引用",
+        "甲 乙", "1 2", "收入不减少 a < b"]
+    assert {(p.key, p.title) for p in passages} == {("law.md", "某法")}
+    assert passages[0].line == 10
+    assert sentences_of(path, language="zh")[1:3] == ["第一条 为了保护权益。", "第二条 见附件。"]
+
+
+def test_a_json_file_is_its_objects_with_text_their_html_paragraphs(tmp_path):
+    day = {"total": 2, "serverTime": 1, "videoList": [
+        {"num": 1, "video_title": "no text here", "video_detail": {
+            "id": "V1", "title": "[视频]甲", "content": "<p>  第一段。第二句！</p>\r\n<p>(编辑：某)"
+            "</P><br/>第三段&amp;尾</p>", "brief": "不读"}},
+        {"num": 2, "video_detail": {"title": "乙", "text": "一行\n两行", "content": "不读"}},
+        {"num": 3, "video_detail": {"content": 7}}]}
+    path = tmp_path / "20120702.json"
+    path.write_text(json.dumps(day, ensure_ascii=False), encoding="utf-8")
+    passages = list(INPUT_KINDS["json"].read(path))
+    assert [(p.text, p.title) for p in passages] == [
+        ("第一段。第二句！", "[视频]甲"), ("(编辑：某)", "[视频]甲"), ("第三段&尾", "[视频]甲"),
+        ("一行", "乙"), ("两行", "乙")]
+    assert len({p.key for p in passages}) == 2  # two documents
+    assert sentences_of(path, language="zh")[:2] == ["第一段。", "第二句！"]
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n "content": "a",\n}\n', encoding="utf-8")
+    with pytest.warns(UserWarning, match=f"{broken}, line 3: not JSON"):
+        assert sentences_of(broken) == []
+
+
+def test_a_json_file_too_long_to_read_whole_is_named_and_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr("elmo.io.inputs.MAX_DOCUMENT_CHARS", 20)
+    path = tmp_path / "big.json"
+    path.write_text('[{"text": "one"},\n {"text": "two three four five"}]\n', encoding="utf-8")
+    with pytest.warns(UserWarning, match="big.json, line 1: longer than 20 characters, too "
+                      "long to read whole \\(write it as JSON lines"):
+        assert sentences_of(path) == []
 
 
 def compressed(folder, into, compression: str):

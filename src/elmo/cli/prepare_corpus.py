@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from elmo.cli.common import (
     add_corpus_tokenizer,
@@ -21,6 +22,9 @@ from elmo.data.prepared import (
     VOCAB_NAME,
     prepare_corpus,
 )
+from elmo.io.overlap import UNITS
+from elmo.tasks.test_text import TEST_TEXTS, read_test_texts
+from elmo.tokenize import TOKENIZERS
 from elmo.vocab import Vocabulary
 
 
@@ -46,8 +50,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     add_corpus_tokenizer(p, note=": train with the same")
     add_input_format(p)
     add_exclude_titles(p)
+    p.add_argument("--exclude-overlap", nargs="+", metavar="FILE", help=_overlap_help())
     p.add_argument("--hold-out-every", type=int, default=0, metavar="N",
-                   help="hold out every N-th document (of those not left out by title; a "
+                   help="hold out every N-th document (of those not left out; a "
                    "text line and a FASTA record are documents too): its sentences go to "
                    f"OUT/{HELD_OUT_NAME}, a sentence per line, for `elmo train --valid`, and "
                    "neither to the shards nor to the vocabulary (default 0: none)")
@@ -59,6 +64,18 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.set_defaults(run=run)
 
 
+def _overlap_help() -> str:
+    """--exclude-overlap's help: the run lengths of each unit, the formats of TEST_TEXTS."""
+    chars = " or ".join(k.name for k in TOKENIZERS.values() if k.characters)
+    formats = "; ".join(f"{k.name}: {k.description}" for k in TEST_TEXTS.values())
+    return (f"leave out the documents that share a run of {UNITS['characters'].n} characters "
+            f"(with --tokenizer {chars}; white space ignored) or {UNITS['words'].n} words "
+            f"(other tokenizers) with the text of these test files: {formats}. A document is "
+            "a file of Markdown, an object of a JSON file, a JSON line, a WikiExtractor "
+            f"document, a line of text. Counted in the summary and in {MANIFEST_NAME} "
+            "(default: none)")
+
+
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     check_vocab_options(args, parser)
     if args.shard_tokens < 1:
@@ -68,10 +85,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.vocab is not None and (args.min_count != 1 or args.max_vocab is not None):
         parser.error("--min-count and --max-vocab build a vocabulary: not with --vocab")
     vocab = Vocabulary.from_file(args.vocab) if args.vocab is not None else None
+    overlap = None if not args.exclude_overlap else read_test_texts(
+        args.exclude_overlap, TOKENIZERS[args.tokenizer].characters)
     manifest = prepare_corpus(
         args.train, args.out, args.tokenizer, input_format=args.input_format, vocab=vocab,
         min_count=args.min_count, max_vocab=args.max_vocab,
-        exclude_titles=args.exclude_titles or (), hold_out_every=args.hold_out_every,
+        exclude_titles=args.exclude_titles or (), exclude_overlap=overlap,
+        hold_out_every=args.hold_out_every,
         shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         size = sum(s.bytes for s in manifest.shards)
@@ -82,8 +102,22 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"{manifest.vocab_size:,} -> {args.out}", file=sys.stderr)
         if args.exclude_titles:
             print(f"{manifest.left_out:,} documents left out by title", file=sys.stderr)
+        if manifest.overlap is not None:
+            _print_overlap(manifest.overlap)
         if args.hold_out_every:
             print(f"{manifest.held_out:,} documents held out: "
                   f"{manifest.held_out_sentences:,} sentences in {HELD_OUT_NAME}",
                   file=sys.stderr)
     return 0
+
+
+def _print_overlap(overlap: dict) -> None:
+    """How many documents were left out for sharing text with each test file, and from which
+    input files (the five with the most)."""
+    left_out = overlap["left_out"]
+    each = ", ".join(f"{Path(f).name} {left_out.get(f, 0):,}" for f in overlap["sources"])
+    inputs = sorted(overlap["inputs"].items(), key=lambda item: -item[1])
+    most = ", ".join(f"{f} {n:,}" for f, n in inputs[:5])
+    print(f"{sum(left_out.values()):,} documents left out for sharing {overlap['n']} "
+          f"{overlap['unit']} with a test file ({each}; {overlap['ngrams']:,} n-grams)"
+          + (f"; from {len(inputs):,} input files: {most}" if inputs else ""), file=sys.stderr)

@@ -11,20 +11,25 @@ built-in tokenizers every sentence has a token, so it is also the index of the t
 sentence.
 
 A `Selection` says which documents a pass reads: those whose title is in a list are left out
-(a test set's articles, `elmo.io.titles`), and every N-th of the others may be held out (the
-text of a validation split of one's own); a `Tally` counts them.
+(a test set's articles, `elmo.io.titles`), and those that share a run of text with a test set
+(`elmo.io.overlap`), and every N-th of the others may be held out (the text of a validation
+split of one's own); a `Tally` counts them.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, groupby
+from operator import attrgetter
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.inputs import AUTO, folder_files, input_kind
+from elmo.io.inputs import AUTO, MAX_DOCUMENT_CHARS, Passage, folder_files, input_kind
+from elmo.io.overlap import OverlapSet
 from elmo.io.sentences import SPLITTERS
 from elmo.io.textfile import is_stdin
 from elmo.io.titles import TitleSet, read_titles
@@ -40,21 +45,24 @@ class Selection:
     document, a JSON line (or lines in a row with one "id"), a text line, a FASTA record.
     `exclude`: a document whose title is one of these (`elmo.io.titles.TitleSet`) is left
     out; documents without a title (text lines, FASTA records, JSON lines without a "title"
-    string) are never left out. `hold_out_every`: of the documents not left out, the N-th,
-    2N-th, ... (counted over the whole stream, in order) are held out (0: none)."""
+    string) are never left out. `overlap`: a document that shares a run of text with one of
+    its test files is left out too. `hold_out_every`: of the documents not left out, the
+    N-th, 2N-th, ... (counted over the whole stream, in order) are held out (0: none)."""
 
     exclude: TitleSet | None = None
     hold_out_every: int = 0
+    overlap: OverlapSet | None = None
 
     def __post_init__(self) -> None:
         if self.hold_out_every < 0:
             raise ValueError(f"hold_out_every must be >= 0, got {self.hold_out_every}")
 
     @classmethod
-    def leaving_out(cls, title_lists: Sequence[PathLike], hold_out_every: int = 0) -> Selection:
+    def leaving_out(cls, title_lists: Sequence[PathLike], hold_out_every: int = 0,
+                    overlap: OverlapSet | None = None) -> Selection:
         """Leave out the documents titled in the lists `title_lists` (`elmo.io.titles`; none:
-        every document is read)."""
-        return cls(read_titles(title_lists) if title_lists else None, hold_out_every)
+        every document is read), and those sharing text with `overlap`'s test files."""
+        return cls(read_titles(title_lists) if title_lists else None, hold_out_every, overlap)
 
 
 EVERY_DOCUMENT = Selection()  # none left out, none held out
@@ -63,12 +71,15 @@ EVERY_DOCUMENT = Selection()  # none left out, none held out
 @dataclass
 class Tally:
     """What a pass over a corpus met: documents left out by title (`left_out`, and the
-    `left_out_titles` as the documents give them, in order), documents held out."""
+    `left_out_titles` as the documents give them, in order), documents left out for sharing
+    text with a test file (`overlapped`: how many per test file; `overlapped_inputs`: per
+    input file), documents held out."""
 
     left_out: int = 0
     held_out: int = 0
     left_out_titles: list[str] = field(default_factory=list)
-
+    overlapped: Counter[str] = field(default_factory=Counter)
+    overlapped_inputs: Counter[str] = field(default_factory=Counter)
 
 
 def split_language(tokenizer: str | Tokenizer) -> str:
@@ -122,6 +133,20 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
+def _whole(passages: Iterable[Passage], path: Path) -> list[Passage]:
+    """A document's passages, read whole to be compared with test text (InputFileError for
+    one longer than MAX_DOCUMENT_CHARS, whose memory would grow with the file)."""
+    held, size = [], 0
+    for passage in passages:
+        held.append(passage)
+        size += len(passage.text)
+        if size > MAX_DOCUMENT_CHARS:
+            raise InputFileError(f"{path}, line {held[0].line}: a document longer than "
+                                 f"{MAX_DOCUMENT_CHARS:,} characters, too long to compare with "
+                                 "the test files; split the file into documents")
+    return held
+
+
 def iter_parts(
     paths: PathLike | Iterable[PathLike], input_format: str = AUTO, language: str = "en",
     selection: Selection = EVERY_DOCUMENT, tally: Tally | None = None,
@@ -132,20 +157,28 @@ def iter_parts(
     split = SPLITTERS[language].split
     tally = Tally() if tally is None else tally
     every, kept = selection.hold_out_every, 0
+    exclude, overlap = selection.exclude, selection.overlap
     for path in _as_paths(paths):
         kind = input_kind(path, input_format)
-        key: str | None = None  # the document being read
-        for passage in kind.read(path):
-            if passage.key != key:
-                key = passage.key
-                left_out = selection.exclude is not None and passage.title in selection.exclude
-                held = not left_out and every > 0 and kept % every == every - 1
-                kept += not left_out
-                tally.left_out += left_out
-                tally.held_out += held
-                if left_out:
-                    tally.left_out_titles.append(passage.title)
-            if not left_out:
+        for _, document in groupby(kind.read(path), attrgetter("key")):
+            rest = iter(document)
+            first = next(rest)
+            if exclude is not None and first.title in exclude:
+                tally.left_out += 1
+                tally.left_out_titles.append(first.title)
+                continue
+            passages: Iterable[Passage] = chain([first], rest)
+            if overlap is not None:
+                passages = _whole(passages, path)
+                source = overlap.source_of(p.text for p in passages)
+                if source is not None:
+                    tally.overlapped[source] += 1
+                    tally.overlapped_inputs[str(path)] += 1
+                    continue
+            held = every > 0 and kept % every == every - 1
+            kept += 1
+            tally.held_out += held
+            for passage in passages:
                 yield from ((held, s) for s in (split(passage.text) if kind.paragraphs
                                                 else [passage.text]))
 

@@ -51,6 +51,7 @@ from elmo.data.corpus import (
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
+from elmo.io.overlap import OverlapSet
 from elmo.tokenize import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
 from elmo.vocab import Vocabulary
 
@@ -87,7 +88,9 @@ class Manifest:
     `exclude_titles`: the title lists whose documents were left out (`exclude_sha256`, of
     their files), `left_out` of them, titled `left_out_titles`; `hold_out_every`: every
     N-th document of the others went to HELD_OUT_NAME (`held_out` documents,
-    `held_out_sentences` lines) instead of the shards."""
+    `held_out_sentences` lines) instead of the shards. `overlap`: the test files whose text
+    documents were left out for sharing (`elmo.io.overlap.OverlapSet.describe`), with how
+    many were, per test file (`left_out`) and per input file (`inputs`)."""
 
     tokenizer: str
     input_format: str
@@ -106,6 +109,7 @@ class Manifest:
     hold_out_every: int = 0
     held_out: int = 0
     held_out_sentences: int = 0
+    overlap: dict[str, Any] | None = None
     format: str = FORMAT
     version: int = VERSION
 
@@ -263,6 +267,7 @@ def prepare_corpus(
     min_count: int = 1,
     max_vocab: int | None = None,
     exclude_titles: Sequence[str | os.PathLike[str]] = (),
+    exclude_overlap: OverlapSet | None = None,
     hold_out_every: int = 0,
     shard_tokens: int = SHARD_TOKENS,
     overwrite: bool = False,
@@ -272,8 +277,9 @@ def prepare_corpus(
     the folder `out`: its vocabulary (`vocab`, or built from it as `elmo train` builds it:
     `min_count`, `max_vocab`), then its sentences in shards of about `shard_tokens` tokens.
     Documents whose title is in one of the lists `exclude_titles` (`elmo.io.titles`) are left
-    out; of the others, with `hold_out_every` N, every N-th goes to HELD_OUT_NAME, not to the
-    shards nor the vocabulary (`elmo.data.corpus.Selection`).
+    out, and those that share a run of text with the test files of `exclude_overlap`
+    (`elmo.io.overlap`); of the others, with `hold_out_every` N, every N-th goes to
+    HELD_OUT_NAME, not to the shards nor the vocabulary (`elmo.data.corpus.Selection`).
     `out` is written beside itself (`.OUT.new`) and renamed into place when complete; an
     existing prepared corpus there is replaced only with `overwrite`. Killed, the same call
     resumes after the last shard written, if the files (names, sizes, modification times) and
@@ -281,7 +287,7 @@ def prepare_corpus(
     if shard_tokens < 1:
         raise ValueError(f"shard_tokens must be >= 1, got {shard_tokens}")
     out, paths = Path(out), expand_paths(train)
-    selection = Selection.leaving_out(exclude_titles, hold_out_every)
+    selection = Selection.leaving_out(exclude_titles, hold_out_every, exclude_overlap)
     titles = selection.exclude
     if out.is_dir() and any(out.iterdir()) and not is_prepared_corpus(out):
         raise InputFileError(f"{out} holds files but no prepared corpus ({MANIFEST_NAME}), "
@@ -290,6 +296,7 @@ def prepare_corpus(
                 "vocab": None if vocab is None else vocab_sha256(vocab), "min_count": min_count,
                 "max_vocab": max_vocab, "shard_tokens": shard_tokens,
                 "exclude": None if titles is None else titles.sha256,
+                "overlap": None if exclude_overlap is None else exclude_overlap.describe(),
                 "hold_out_every": hold_out_every, "files": _files_identity(paths)}
     with (claim_output(out, inputs=paths, overwrite=overwrite, directory_of=[MANIFEST_NAME]),
           atomic_directory(out, keep_partial=PROGRESS_NAME) as new):
@@ -323,6 +330,9 @@ def prepare_corpus(
                                  "sentences")
         manifest.left_out, manifest.held_out = tally.left_out, tally.held_out
         manifest.left_out_titles = tally.left_out_titles
+        if exclude_overlap is not None:
+            manifest.overlap = {**exclude_overlap.describe(), "left_out": dict(tally.overlapped),
+                                "inputs": dict(tally.overlapped_inputs)}
         (new / PROGRESS_NAME).unlink(missing_ok=True)
         atomic_write_text(new / MANIFEST_NAME, manifest.to_json())
     return manifest

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
+from elmo.io.markup import html_paragraphs, markdown_paragraphs
 from elmo.io.textfile import COMPRESSED, is_stdin, read_lines, scan_input, strip_compression
 
 AUTO = "auto"
@@ -213,6 +214,12 @@ def _text_of(line: str) -> tuple[str | None, str, str]:
         obj = json.loads(line)
     except ValueError as err:
         return None, f"not JSON ({err})", ""
+    return _fields(obj)
+
+
+def _fields(obj: object) -> tuple[str | None, str, str]:
+    """A JSON value's text string (its first field of TEXT_FIELDS), "id" (or "") and "title"
+    string (or ""); or None and what is wrong with it."""
     field = next((f for f in TEXT_FIELDS if isinstance(obj, dict)
                   and isinstance(obj.get(f), str)), None)
     if field is None:
@@ -319,11 +326,77 @@ WIKIEXTRACTOR = InputKind(
     read=_read_wiki, folder_files=_wiki_folder)
 
 
+# ---- Markdown: a document per file, its first heading the title, a paragraph per line ------
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def _read_markdown(path: Path) -> Iterator[Passage]:
+    for line, text, title in markdown_paragraphs(read_lines(path)):
+        yield Passage(text, line, path.name, title)
+
+
+MARKDOWN = InputKind(
+    "markdown", "Markdown files (.md .markdown), a document each: the lines of its prose are "
+    "paragraphs (front matter, headings, HTML comments, code and list, quote, emphasis and "
+    "link markers left out; the first heading is its title)",
+    paragraphs=True, detect=lambda path, first: _name(path).endswith(MARKDOWN_SUFFIXES),
+    read=_read_markdown)
+
+
+# ---- JSON: a whole file; each object in it with a "text" or "content" string a document ---
+
+
+def _json_documents(value: object) -> Iterator[dict]:
+    """The objects of a JSON value that have a text string (TEXT_FIELDS), outermost first,
+    in order; the objects inside such a one are not looked at."""
+    if isinstance(value, dict):
+        if any(isinstance(value.get(f), str) for f in TEXT_FIELDS):
+            yield value
+            return
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            yield from _json_documents(item)
+
+
+def _read_json(path: Path) -> Iterator[Passage]:
+    """Each document's paragraphs: the lines and HTML paragraphs of its text string."""
+    skipped, lines, size = _Skipped(path), [], 0
+    for _, line in read_lines(path):
+        lines.append(line)
+        size += len(line)
+        if size > MAX_DOCUMENT_CHARS:
+            skipped(1, f"longer than {MAX_DOCUMENT_CHARS:,} characters, too long to read "
+                       "whole (write it as JSON lines, an object per line)")
+            skipped.close()
+            return
+    try:
+        value = json.loads("\n".join(lines))
+    except ValueError as err:
+        skipped(getattr(err, "lineno", 1), f"not JSON ({err})")
+        value = None
+    for number, doc in enumerate(_json_documents(value)):
+        text, ident, title = _fields(doc)
+        for paragraph in html_paragraphs(text or ""):
+            yield Passage(paragraph, 1, f"{number}:{ident}", title)
+    skipped.close()
+
+
+JSON = InputKind(
+    "json", 'JSON files (.json) read whole (an export, an API\'s answer): every object in it '
+    'with a "text" or "content" string is a document, whose lines and HTML paragraphs are '
+    "paragraphs (tags removed)",
+    paragraphs=True, detect=lambda path, first: _name(path).endswith(".json"), read=_read_json)
+
+
 # ---- the table ------------------------------------------------------------------------------
 
 # Tried in this order by `input_kind`; text, the last, takes every file.
-INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (FASTA, JSON_LINES, WIKIEXTRACTOR,
-                                                         TEXT)}
+# A .json file whose first line is a JSON line with a text string is JSON lines.
+INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (FASTA, JSON_LINES, JSON, MARKDOWN,
+                                                         WIKIEXTRACTOR, TEXT)}
 INPUT_FORMATS: tuple[str, ...] = (AUTO, *INPUT_KINDS)
 # The kinds `elmo embed` reads (those with `entries`), in the table's order.
 EMBED_FORMATS: tuple[str, ...] = tuple(k.name for k in INPUT_KINDS.values() if k.entries)
