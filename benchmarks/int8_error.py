@@ -78,7 +78,7 @@ class ChannelMax(nn.Module):
         self.largest = torch.zeros(weight.shape[0], 1, weight.shape[1])
 
     def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
         self.largest = torch.maximum(self.largest, x.abs().amax(dim=1, keepdim=True))
         if add is None:
             return torch.bmm(x, self.weight, out=out)
@@ -110,8 +110,8 @@ class Smoothed(nn.Module):
         self.matrices = quantize.Int8Matrices(weight * self.s.transpose(1, 2))
 
     def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
-                out: torch.Tensor | None = None) -> torch.Tensor:
-        return self.matrices(x / self.s, add, out)
+                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
+        return self.matrices(x / self.s, add, out, bits)
 
 
 class SmoothedLinear(nn.Module):

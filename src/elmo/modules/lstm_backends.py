@@ -152,6 +152,11 @@ class Int8Backend(CPUBackend):
     `Int8Matrices` (activations quantized per row at every product; no autocast); the products
     it keeps in fp32 (the projection) as "cpu" computes them."""
 
+    # The fewest activation bits each int8 product tolerates, where a kernel without VNNI pays
+    # for 8 (`quantize.int8_matmul`): 7 for the input and state products; 8 for the projection
+    # where it is quantized (benchmarks/int8_error.py measures it alone in int8).
+    activation_bits = {"input": 7, "state": 7, "proj": 8}
+
     @classmethod
     def applies(cls, layer: nn.Module, x: Tensor) -> bool:
         return layer.int8 is not None
@@ -167,7 +172,7 @@ class Int8Backend(CPUBackend):
     ) -> Tensor:
         if name not in self.matrices:  # an fp32 product
             return super().product(name, x, add, out)
-        return self.matrices[name](x, add, out)
+        return self.matrices[name](x, add, out, self.activation_bits[name])
 
 
 # torch's gate order (i, f, g, o) from ours (i, j, f, o): j is the candidate, torch's g.

@@ -1,22 +1,23 @@
 """int8 inference on the CPU: int8 weights, activations quantized as they arrive.
 
-Weights are quantized once, symmetrically per output column (scale = max |w| / 127, or / 63
-for a kernel without VNNI); activations are quantized per row at every product (dynamic
-quantization) to 8 bits (levels +-127), and the product of the two integer matrices is summed
-exactly in int32, then scaled back to fp32. Because a row's scale is its own and integer sums
-are exact, a sentence's vectors do not depend on the other rows of its batch.
+Weights are quantized once, symmetrically per output column (scale = max |w| / 127);
+activations are quantized per row at every product (dynamic quantization), and the product
+of the two int8 matrices is summed exactly in int32, then scaled back to fp32. Because a row's
+scale is its own and integer sums are exact, a sentence's vectors do not depend on the other
+rows of its batch.
 
 Which kernel sums the products is chosen once per weight, the first of `INT8_KERNELS` that
 runs here and sums exactly (`choose_int8_kernel`). x86 multiplies uint8 by int8 in pairs whose
 sums saturate in int16 unless the CPU has VNNI (AVX-512 VNNI or AVX-VNNI):
 
 - "onednn" (VNNI): oneDNN's u8 x s8 inner product (`torch.ops.onednn.qlinear_pointwise`),
-  activations shifted to uint8 (1..255) by a zero point of 128.
+  activations in 8 bits (levels +-127) shifted to uint8 by a zero point of 128.
 - "fbgemm-no-vnni" (e.g. AVX2 alone): fbgemm's prepacked kernel, what torch's dynamic
-  quantization uses, with 7-bit weights (levels +-63), so a pair of uint8 activations and
-  weights sums at most 2 x 255 x 63 = 32,130 < 32,767 (`saturating` kernels). fbgemm
-  quantizes its input with one scale per tensor: elmo divides each row by its own scale and
-  passes 1.
+  quantization uses, with uint8 activations kept within 0..127, so a pair sums at most
+  2 x 127 x 127 = 32,258 < 32,767: either 7 bits (levels +-63, zero point 64), for the
+  products that tolerate them, or 8 bits split by sign, max(x, 0) and max(-x, 0), as two
+  halves of one product (one where no value is negative: the char-CNN's). fbgemm quantizes
+  its input with one scale per tensor: elmo divides each row by its own scale and passes 1.
 - "onednn-no-vnni": oneDNN's kernel used the same way, where fbgemm is missing (its weights
   are packed from `torch.qint8` tensors, which torch deprecates).
 - "int_mm": `torch._int_mm`, exact everywhere; without VNNI its generic kernel is ~100x
@@ -45,12 +46,7 @@ from elmo.errors import ElmoError
 from elmo.modules import onednn
 
 QUANTIZE_MODES = ("int8",)
-INT8_MAX = 127  # the levels of activations, and of weights where pairs do not saturate
-# Without VNNI, pairs of uint8 activations and int8 weights are summed in int16: weights within
-# +-63 keep every pair sum exact at 8-bit activations (2 x 255 x 63 <= 32,767). Measured
-# against the earlier choice for these kernels, 7-bit activations with 8-bit weights, on
-# `default`'s WikiText-2 sentences (benchmarks/int8_error.py).
-SATURATING_WEIGHT_MAX = 63
+INT8_MAX = 127.0
 
 
 @functools.cache
@@ -110,11 +106,9 @@ def check_inference() -> None:
                         "quantize to train or fine-tune it")
 
 
-def quantize_columns(weight: torch.Tensor, levels: int = INT8_MAX
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """weight (..., K, N) -> int8 (..., K, N) within +-levels and fp32 scales (..., 1, N), one
-    per column."""
-    scale = weight.abs().amax(dim=-2, keepdim=True).clamp_min(1e-12) / levels
+def quantize_columns(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """weight (..., K, N) -> int8 (..., K, N) and fp32 scales (..., 1, N), one per column."""
+    scale = weight.abs().amax(dim=-2, keepdim=True).clamp_min(1e-12) / INT8_MAX
     return torch.round(weight / scale).to(torch.int8), scale.float()
 
 
@@ -126,20 +120,15 @@ class Int8Kernel:
     (made once per weight); `multiply(x, operand, zero_point)` rounds x (M, K), fp32, to
     integers, adds `zero_point` (uint8 kernels) and returns the product with the weight times
     the column scales, fp32 (M, N). A `saturating` kernel is used where x86 sums uint8 x int8
-    pairs in int16 (no VNNI): its weights are kept within +-63 (`weight_levels`).
+    pairs in int16 (no VNNI): its activations are kept within 0..127 (`int8_matmul`).
     """
 
     name: str
     pack: Callable[[torch.Tensor, torch.Tensor], Any]
     multiply: Callable[[torch.Tensor, Any, int], torch.Tensor]
-    zero_point: int  # of the 8-bit activations: 128 for uint8 kernels, 0 for int8 ones
+    zero_point: int  # of 8-bit activations, where pairs do not saturate
     saturating: bool
     uses_onednn: bool = False
-
-    @property
-    def weight_levels(self) -> int:
-        """The largest |integer| of this kernel's weights."""
-        return SATURATING_WEIGHT_MAX if self.saturating else INT8_MAX
 
     def runs_here(self) -> bool:
         """Whether this kernel's ops run here and sum its largest products exactly."""
@@ -150,14 +139,17 @@ class Int8Kernel:
 def _sums_exactly(kernel: Int8Kernel) -> bool:
     """Whether `kernel` computes, here, the exact products of the largest activations (of
     one sign and of both) and weights; a kernel whose pair sums saturate does not."""
-    weight = torch.full((64, 16), kernel.weight_levels, dtype=torch.int8)
-    weight[:, ::2] = -kernel.weight_levels
+    weight = torch.full((64, 16), 127, dtype=torch.int8)
+    weight[:, ::2] = -127
     try:
         operands = [kernel.pack(weight, torch.ones(1, 16))]
-        for signs in (torch.tensor([1.0, 1, 1, 1]), torch.tensor([1.0, -1, -1, 1])):
-            x = torch.full((4, 64), float(INT8_MAX)) * signs[:, None]
-            if not torch.equal(int8_matmul(x, kernel, operands), x @ weight.float()):
-                return False
+        for bits in (7, 8):
+            levels = 63 if kernel.saturating and bits == 7 else 127
+            for signs in (torch.tensor([1.0, 1, 1, 1]), torch.tensor([1.0, -1, -1, 1])):
+                x = torch.full((4, 64), float(levels)) * signs[:, None]
+                if not torch.equal(int8_matmul(x, kernel, operands, bits=bits),
+                                   x @ weight.float()):
+                    return False
     except (AttributeError, RuntimeError):  # an op missing from this build or platform
         return False
     return True
@@ -223,8 +215,8 @@ def _int_mm_multiply(x: torch.Tensor, operand: tuple[torch.Tensor, torch.Tensor]
 INT8_KERNELS: dict[str, Int8Kernel] = {k.name: k for k in (
     Int8Kernel("onednn", _onednn_pack, _onednn_multiply, 128, saturating=False,
                uses_onednn=True),
-    Int8Kernel("fbgemm-no-vnni", _fbgemm_pack, _fbgemm_multiply, 128, saturating=True),
-    Int8Kernel("onednn-no-vnni", _onednn_pack, _onednn_multiply, 128, saturating=True,
+    Int8Kernel("fbgemm-no-vnni", _fbgemm_pack, _fbgemm_multiply, 0, saturating=True),
+    Int8Kernel("onednn-no-vnni", _onednn_pack, _onednn_multiply, 0, saturating=True,
                uses_onednn=True),
     Int8Kernel("int_mm", lambda weight, scale: (weight, scale), _int_mm_multiply, 0,
                saturating=False),
@@ -257,26 +249,44 @@ def int8_matmul(
     operands: list[Any],
     add: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    bits: int = 8,
 ) -> torch.Tensor:
     """x (M, K) or (D, M, K) fp32 @ the int8 weights (K, N) that `operands` hold (made by
     `kernel.pack`, one per leading index), plus `add` (broadcast to the result) -> fp32 (M, N)
     or (D, M, N), written into `out` if given (which may be `add` itself).
 
-    Each row of x is quantized with its own scale, max |row| / 127.
+    Each row of x is quantized with its own scale, max |row| / 127, or / 63 where `bits` is 7
+    and the kernel is saturating (a uint8 row then spans 1..127 with zero point 64).
     """
+    levels = 63 if kernel.saturating and bits == 7 else 127
     # (..., M, 1); abs().amax() is ~15x faster than the inf-norm of torch.linalg.vector_norm.
-    row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-12).div_(INT8_MAX)
+    row_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-12).div_(levels)
     x_scaled = x.div(row_scale)
     if x.dim() == 2:
-        product = kernel.multiply(x_scaled, operands[0], kernel.zero_point)
+        product = _integer_product(kernel, x_scaled, operands[0], levels)
         return _scale_rows(product, row_scale, add, out)
     for k, operand in enumerate(operands):  # one product per leading index
-        product = kernel.multiply(x_scaled[k], operand, kernel.zero_point)
+        product = _integer_product(kernel, x_scaled[k], operand, levels)
         if out is None:
             out = product.new_empty(len(operands), *product.shape)
         _scale_rows(product, row_scale[k], add if add is None or add.dim() < 3 else add[k],
                     out[k])
     return out
+
+
+def _integer_product(kernel: Int8Kernel, x: torch.Tensor, operand: Any, levels: int
+                     ) -> torch.Tensor:
+    """x (M, K), |values| <= levels, rounded, @ the operand's weight, times its column scales."""
+    if not kernel.saturating:
+        return kernel.multiply(x, operand, kernel.zero_point)
+    if levels == 63:
+        return kernel.multiply(x, operand, 64)  # uint8 1..127
+    # 8 bits in uint8 0..127: x = max(x, 0) - max(-x, 0), one product of both halves' rows.
+    if x.min() >= 0:
+        return kernel.multiply(x, operand, 0)
+    both = kernel.multiply(torch.cat([x, x.neg()]).clamp_min_(0), operand, 0)
+    positive, negative = both.split(x.shape[0])
+    return positive.sub_(negative)
 
 
 def _scale_rows(product: torch.Tensor, row_scale: torch.Tensor, add: torch.Tensor | None,
@@ -288,10 +298,10 @@ def _scale_rows(product: torch.Tensor, row_scale: torch.Tensor, add: torch.Tenso
 
 
 def packed_operands(module: nn.Module) -> tuple[Int8Kernel, list[Any]]:
-    """The kernel chosen for `module`'s int8 `weight` ((K, N) or (D, K, N)) with `scale` when
-    it was quantized, and its operands, one per leading index: made on first use and kept."""
+    """The kernel chosen for `module`'s int8 `weight` ((K, N) or (D, K, N)) with `scale`, and
+    its operands, one per leading index: made on first use and kept on the module."""
     if "_int8_operands" not in module.__dict__:
-        kernel = module.kernel
+        kernel = choose_int8_kernel()
         k, n = module.weight.shape[-2:]
         pairs = zip(module.weight.view(-1, k, n), module.scale.view(-1, 1, n), strict=True)
         module.__dict__["_int8_operands"] = (kernel, [kernel.pack(w, s) for w, s in pairs])
@@ -303,16 +313,17 @@ class Int8Matrices(nn.Module):
 
     def __init__(self, weight: torch.Tensor) -> None:
         super().__init__()
-        self.kernel = choose_int8_kernel()
-        quantized, scale = quantize_columns(weight.detach(), self.kernel.weight_levels)
+        quantized, scale = quantize_columns(weight.detach())
         self.register_buffer("weight", quantized, persistent=True)  # (D, K, N) int8
         self.register_buffer("scale", scale, persistent=True)  # (D, 1, N)
 
     def forward(
-        self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None
+        self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None,
+        bits: int = 8,
     ) -> torch.Tensor:
-        """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
-        return int8_matmul(x, *packed_operands(self), add, out)
+        """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add);
+        `bits`: the fewest activation bits the product tolerates (`int8_matmul`)."""
+        return int8_matmul(x, *packed_operands(self), add, out, bits)
 
 
 class Int8Linear(nn.Module):
@@ -321,8 +332,7 @@ class Int8Linear(nn.Module):
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.kernel = choose_int8_kernel()
-        quantized, scale = quantize_columns(linear.weight.detach().t(), self.kernel.weight_levels)
+        quantized, scale = quantize_columns(linear.weight.detach().t())
         self.register_buffer("weight", quantized.contiguous(), persistent=True)  # (K, N) int8
         self.register_buffer("scale", scale, persistent=True)  # (1, N)
         bias = linear.bias.detach().clone() if linear.bias is not None else None
