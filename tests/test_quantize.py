@@ -5,8 +5,8 @@ of at most half a step (max |v| / 254) per element, about 0.2% of the row's larg
 average. It compounds through the char-CNN, two LSTM layers and their recurrence: on the tiny
 random model (whose projections have no more inputs than the largest values they multiply in
 fp32) the mean relative error per layer measures 0.2% (the shipped model's: docs/speed.md). We
-require < 3% per layer, and
-that int8 did run (error > 0); on a model with large activations, < 2%.
+require < 3% per layer, and that int8 did run (error > 0); on a model with large activations,
+< 2%.
 """
 
 from __future__ import annotations

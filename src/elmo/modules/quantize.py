@@ -335,15 +335,16 @@ OUTLIERS = 64
 
 class Int8OutlierMatrices(Int8Matrices):
     """`Int8Matrices` for inputs with a few large values among many small ones (the LSTM
-    projection's o * tanh(c)): each row's `OUTLIERS` largest |values| are multiplied with the
-    fp32 weight's rows, the rest in int8 with a row scale that they no longer set.
+    projection's o * tanh(c)): each row's `outliers` (default `OUTLIERS`) largest |values| are
+    multiplied with the fp32 weight's rows, the rest in int8 with a row scale they no longer set.
 
     The fp32 part is one `embedding_bag` per direction (a sum of OUTLIERS weight rows, weighted
     by the values); the int8 part is `Int8Matrices`' product of the row with those entries zeroed.
     """
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, outliers: int | None = None) -> None:
         super().__init__(weight)
+        self.outliers = OUTLIERS if outliers is None else outliers
         self.register_buffer("fp32_weight", weight.detach().clone(), persistent=True)  # (D, K, N)
 
     def forward(
@@ -351,7 +352,7 @@ class Int8OutlierMatrices(Int8Matrices):
         bits: int = 8,
     ) -> torch.Tensor:
         """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
-        count = min(OUTLIERS, x.shape[-1])
+        count = min(self.outliers, x.shape[-1])
         where = x.abs().topk(count, dim=-1, sorted=False).indices  # (D, M, count)
         values = x.gather(-1, where)
         y = super().forward(x.scatter(-1, where, 0.0), add, out, bits)  # (D, M, N)
