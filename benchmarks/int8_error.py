@@ -8,7 +8,8 @@ input row (the projections' too), with every product in int8 and the projections
 scaled per channel (scales from the largest values of the next `--calibration` sentences,
 moved into the weights, as SmoothQuant does), and with one product (or the char-CNN's
 highways) alone in int8, the rest fp32; the first LSTM projection also with fewer of its
-inputs in fp32. The kernel is the one chosen here (8-bit activations with VNNI); the first
+inputs in fp32, and with its inputs clipped at a value calibrated on 30 of the `--calibration`
+sentences instead. The kernel is the one chosen here (8-bit activations with VNNI); the first
 two rows are measured again with `fbgemm-no-vnni` (7-bit activations for the LSTM's
 products) where it runs.
 
@@ -87,6 +88,31 @@ class ChannelMax(nn.Module):
         return torch.baddbmm(add, x, self.weight, out=out)
 
 
+class Magnitudes(ChannelMax):
+    """`ChannelMax`, also keeping a sample of the |values| of x (every 7th)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__(weight)
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
+                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
+        self.seen.append(x.abs().flatten()[::7])
+        return super().forward(x, add, out, bits)
+
+
+class Clipped(nn.Module):
+    """int8 x @ W with x clipped to +-`clip`: its rows' scales are at most clip / 127."""
+
+    def __init__(self, weight: torch.Tensor, clip: float) -> None:
+        super().__init__()
+        self.matrices, self.clip = quantize.Int8Matrices(weight), clip
+
+    def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
+                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
+        return self.matrices(x.clamp(-self.clip, self.clip), add, out, bits)
+
+
 class LinearChannelMax(nn.Module):
     """`linear`, recording the largest |x| of each input channel: (K,)."""
 
@@ -150,6 +176,20 @@ def smoothed_projections(calibration: list[list[str]]) -> Callable[[BiLM], None]
     return choose
 
 
+def clipped_projection(quantile: float, calibration: list[list[str]]
+                       ) -> Callable[[BiLM], None]:
+    """The first LSTM projection alone in int8, its inputs clipped at the `quantile` of their
+    |values| on `calibration`'s sentences (the first 30)."""
+    def choose(bilm: BiLM) -> None:
+        layer = bilm.lstm.layers[0]
+        recorder = layer.int8 = nn.ModuleDict({"proj": Magnitudes(layer.proj_weight)})
+        Embedder(bilm, device="cpu").embed_sentences(calibration[:30])
+        seen = torch.cat(recorder["proj"].seen)[:1_000_000]  # torch.quantile's limit: 16M
+        layer.int8 = nn.ModuleDict({"proj": Clipped(layer.proj_weight,
+                                                    torch.quantile(seen, quantile).item())})
+    return choose
+
+
 def one_scale_per_row(bilm: BiLM) -> None:
     """Every product in int8 with one scale per input row, the projections' too."""
     for layer in bilm.lstm.layers:
@@ -206,6 +246,10 @@ def selections(n_layers: int, calibration: list[list[str]]
     for outliers in (8, 16, 32):
         rows[f"LSTM 1 projection alone, its {outliers} largest inputs in fp32"] = \
             lstm_projection(0, outliers)
+    for quantile in (0.999, 0.9999):
+        rows[f"LSTM 1 projection alone, inputs clipped at the {100 * quantile:g}th percentile "
+             "of their |values| on the calibration text"] = clipped_projection(quantile,
+                                                                              calibration)
     return rows
 
 

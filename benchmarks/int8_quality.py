@@ -89,7 +89,9 @@ def main() -> None:
                  + (" (no VNNI: 7-bit activations for the LSTM products)"
                     if kernel.saturating else ""),
         "command": f"{forced}python benchmarks/int8_quality.py {' '.join(sys.argv[1:])}".strip(),
-        "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}",
+        "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}; kernel "
+                f"{kernel.name}" + (" (forced; its integer sums are those of any x86 host it runs "
+                                    "on, AVX2 alone too)" if forced else ""),
         "versions": {"torch": torch.__version__},
         "measured": date.today().isoformat(),
         "columns": ["layer", "mean relative error", "token L2 error", "cosine to fp32"],

@@ -156,9 +156,9 @@ class Int8Backend(CPUBackend):
     it keeps in fp32 (none, unless quantized with fewer) as "cpu" computes them."""
 
     # The fewest activation bits each int8 product tolerates, where a kernel without VNNI pays
-    # for 8 (`quantize.int8_matmul`): 7 for every LSTM product. With its outliers in fp32, the
-    # projection in 7 bits kept the worst layer of `default` at 1.75% (8 bits split by sign,
-    # twice the products: 1.72%; benchmarks/int8_error.py).
+    # for 8 (`quantize.int8_matmul`): 7 for every LSTM product. With its largest inputs in fp32,
+    # the projection's int8 part in 7 bits keeps `default`'s worst layer within 2%
+    # (benchmarks/results/speed/int8-products.json, the rows without VNNI).
     activation_bits = {"input": 7, "state": 7, "proj": 7}
 
     @classmethod

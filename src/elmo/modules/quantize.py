@@ -18,6 +18,9 @@ sums saturate in int16 unless the CPU has VNNI (AVX-512 VNNI or AVX-VNNI):
   products that tolerate them, or 8 bits split by sign, max(x, 0) and max(-x, 0), as two
   halves of one product (one where no value is negative: the char-CNN's). fbgemm quantizes
   its input with one scale per tensor: elmo divides each row by its own scale and passes 1.
+  8-bit activations with 7-bit weights (levels +-63, zero point 128) would be exact too, but
+  measured worse on `default`, `default-zh` and `original` (each layer worse or equal, the
+  char-CNN's most: benchmarks/results/speed/int8-products-7bit-weights.json).
 - "onednn-no-vnni": oneDNN's kernel used the same way, where fbgemm is missing (its weights
   are packed from `torch.qint8` tensors, which torch deprecates).
 - "int_mm": `torch._int_mm`, exact everywhere; without VNNI its generic kernel is ~100x
