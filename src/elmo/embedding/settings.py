@@ -102,9 +102,9 @@ class EmbedSettings:
         embedder=True)
     quantize: str | None = _setting(
         None, "int8: int8 weights and dynamically quantized activations on the CPU: faster "
-        "than fp32 for large models (original), little for small ones; each layer of the "
-        "shipped default within 2% of fp32 (mean relative error), with or without VNNI; the "
-        "speed-up and the error of each layer, by model and CPU: docs/speed.md. Default: fp32",
+        "than fp32 for large models (original), little for small ones, vectors close to "
+        "fp32; the speed-up and the error of each layer, by model and CPU: docs/speed.md. "
+        "Default: fp32",
         choices=QUANTIZE_MODES, embedder=True)
     precision: str | None = _setting(
         None, f"{precisions_described('embed')}. On a GPU tf32 and bf16 are faster for "
