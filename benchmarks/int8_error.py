@@ -248,7 +248,7 @@ def selections(n_layers: int, calibration: list[list[str]]
             lstm_projection(0, outliers)
     for quantile in (0.999, 0.9999):
         rows[f"LSTM 1 projection alone, inputs clipped at the {100 * quantile:g}th percentile "
-             "of their |values| on the calibration text"] = clipped_projection(quantile,
+             "of their magnitudes on the calibration text"] = clipped_projection(quantile,
                                                                               calibration)
     return rows
 
