@@ -4,7 +4,8 @@ Weights are quantized once, symmetrically per output column (scale = max |w| / 1
 activations are quantized per row at every product (dynamic quantization), and the product
 of the two int8 matrices is summed exactly in int32, then scaled back to fp32. Because a row's
 scale is its own and integer sums are exact, a sentence's vectors do not depend on the other
-rows of its batch.
+rows of its batch. Inputs with a few large values among many small ones (the projections')
+have those multiplied in fp32, so the rest get a finer scale (`Int8OutlierMatrices`).
 
 Which kernel sums the products is chosen once per weight, the first of `INT8_KERNELS` that
 runs here and sums exactly (`choose_int8_kernel`). x86 multiplies uint8 by int8 in pairs whose
@@ -341,8 +342,10 @@ class Int8OutlierMatrices(Int8Matrices):
     projection's o * tanh(c)): each row's `outliers` (default `OUTLIERS`) largest |values| are
     multiplied with the fp32 weight's rows, the rest in int8 with a row scale they no longer set.
 
-    The fp32 part is one `embedding_bag` per direction (a sum of OUTLIERS weight rows, weighted
-    by the values); the int8 part is `Int8Matrices`' product of the row with those entries zeroed.
+    The fp32 part is one `embedding_bag` per direction (a sum of `outliers` weight rows,
+    weighted by the values); the int8 part is `Int8Matrices`' product of the row with those
+    entries zeroed. Costs beyond the int8 product: a top-k over each row, a copy of x, and
+    outliers / K of the fp32 product's multiply-adds, on gathered weight rows.
     """
 
     def __init__(self, weight: torch.Tensor, outliers: int | None = None) -> None:
