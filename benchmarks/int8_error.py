@@ -2,16 +2,13 @@
 
 For each MODEL, embeds N real sentences in fp32 and with products in int8, and reports per
 layer the mean relative error against fp32 (mean |int8 - fp32| / mean |fp32|, as
-`int8_quality.py`): as `quantize="int8"` quantizes (every product, the projections' largest
-input values in fp32: `Int8OutlierMatrices`), with every product in int8 and one scale per
-input row (the projections' too), with every product in int8 and the projections' inputs
+`int8_quality.py`): with every product in int8 (the projections too), as `quantize="int8"`
+quantizes (all but the projections), with every product in int8 and the projections' inputs
 scaled per channel (scales from the largest values of the next `--calibration` sentences,
 moved into the weights, as SmoothQuant does), and with one product (or the char-CNN's
-highways) alone in int8, the rest fp32; the first LSTM projection also with fewer of its
-inputs in fp32, and with its inputs clipped at a value calibrated on 30 of the `--calibration`
-sentences instead. The kernel is the one chosen here (8-bit activations with VNNI); the first
-two rows are measured again with `fbgemm-no-vnni` (7-bit activations for the LSTM's
-products) where it runs.
+highways) alone in int8, the rest fp32. The kernel is the one chosen here (8-bit activations
+with VNNI); the first two rows are measured again with `fbgemm-no-vnni` (7-bit activations for
+the LSTM's input and state products) where it runs.
 
 Text: the first N sentences of WikiText-2 test (English models) or of the SIGHAN 2005 MSR gold
 test set, spaces removed (a model that records the `chars` tokenizer, `default-zh`). A MODEL
@@ -40,7 +37,7 @@ from elmo.embed import Embedder
 from elmo.loading import load_model
 from elmo.modules import quantize
 from elmo.modules.bilm import BiLM
-from elmo.modules.lstm_backends import INT8_MATRICES, WEIGHT_NAMES
+from elmo.modules.lstm_backends import INT8_PRODUCTS, WEIGHT_NAMES
 from elmo.tokenize import get_tokenizer
 
 NO_VNNI = "fbgemm-no-vnni"
@@ -86,31 +83,6 @@ class ChannelMax(nn.Module):
         if add is None:
             return torch.bmm(x, self.weight, out=out)
         return torch.baddbmm(add, x, self.weight, out=out)
-
-
-class Magnitudes(ChannelMax):
-    """`ChannelMax`, also keeping a sample of the |values| of x (every 7th)."""
-
-    def __init__(self, weight: torch.Tensor) -> None:
-        super().__init__(weight)
-        self.seen: list[torch.Tensor] = []
-
-    def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
-                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
-        self.seen.append(x.abs().flatten()[::7])
-        return super().forward(x, add, out, bits)
-
-
-class Clipped(nn.Module):
-    """int8 x @ W with x clipped to +-`clip`: its rows' scales are at most clip / 127."""
-
-    def __init__(self, weight: torch.Tensor, clip: float) -> None:
-        super().__init__()
-        self.matrices, self.clip = quantize.Int8Matrices(weight), clip
-
-    def forward(self, x: torch.Tensor, add: torch.Tensor | None = None,
-                out: torch.Tensor | None = None, bits: int = 8) -> torch.Tensor:
-        return self.matrices(x.clamp(-self.clip, self.clip), add, out, bits)
 
 
 class LinearChannelMax(nn.Module):
@@ -169,32 +141,16 @@ def smoothed_projections(calibration: list[list[str]]) -> Callable[[BiLM], None]
         with torch.no_grad():
             for layer, recorder in zip(layers, recorders, strict=True):
                 layer.int8 = None
-                layer.quantize_int8_(("input", "state"))
+                layer.quantize_int8_(INT8_PRODUCTS)
                 layer.int8["proj"] = Smoothed(layer.proj_weight, recorder.largest)
             highways(bilm)
             encoder.projection = SmoothedLinear(cnn.linear, cnn.largest)
     return choose
 
 
-def clipped_projection(quantile: float, calibration: list[list[str]]
-                       ) -> Callable[[BiLM], None]:
-    """The first LSTM projection alone in int8, its inputs clipped at the `quantile` of their
-    |values| on `calibration`'s sentences (the first 30)."""
-    def choose(bilm: BiLM) -> None:
-        layer = bilm.lstm.layers[0]
-        recorder = layer.int8 = nn.ModuleDict({"proj": Magnitudes(layer.proj_weight)})
-        Embedder(bilm, device="cpu").embed_sentences(calibration[:30])
-        seen = torch.cat(recorder["proj"].seen)[:1_000_000]  # torch.quantile's limit: 16M
-        layer.int8 = nn.ModuleDict({"proj": Clipped(layer.proj_weight,
-                                                    torch.quantile(seen, quantile).item())})
-    return choose
-
-
-def one_scale_per_row(bilm: BiLM) -> None:
-    """Every product in int8 with one scale per input row, the projections' too."""
+def every_product(bilm: BiLM) -> None:
     for layer in bilm.lstm.layers:
-        layer.int8 = nn.ModuleDict({name: quantize.Int8Matrices(getattr(layer, f"{name}_weight"))
-                                    for name in WEIGHT_NAMES})
+        layer.quantize_int8_(WEIGHT_NAMES)
     quantize.quantize_linears_(bilm.token_encoder)
 
 
@@ -203,53 +159,25 @@ def highways(bilm: BiLM) -> None:
         quantize.quantize_linears_(highway)
 
 
-def cnn_projection(matrices: type[quantize.Int8Matrices]) -> Callable[[BiLM], None]:
-    def choose(bilm: BiLM) -> None:
-        encoder = bilm.token_encoder
-        encoder.projection = quantize.Int8Linear(encoder.projection, matrices)
-    return choose
+def cnn_projection(bilm: BiLM) -> None:
+    bilm.token_encoder.projection = quantize.Int8Linear(bilm.token_encoder.projection)
 
 
 def lstm_product(layer: int, name: str) -> Callable[[BiLM], None]:
     return lambda bilm: bilm.lstm.layers[layer].quantize_int8_((name,))
 
 
-def lstm_projection(layer: int, outliers: int) -> Callable[[BiLM], None]:
-    """The projection of LSTM `layer` alone in int8, its `outliers` largest inputs in fp32."""
-    def choose(bilm: BiLM) -> None:
-        lstm = bilm.lstm.layers[layer]
-        matrices = (quantize.Int8OutlierMatrices(lstm.proj_weight, outliers) if outliers
-                    else quantize.Int8Matrices(lstm.proj_weight))
-        lstm.int8 = nn.ModuleDict({"proj": matrices})
-    return choose
-
-
 def selections(n_layers: int, calibration: list[list[str]]
                ) -> dict[str, Callable[[BiLM], None]]:
     """What is put in int8, by its row's name: the whole model three ways, then each product."""
-    largest = f"its {quantize.OUTLIERS} largest inputs in fp32"
-    rows = {f"`quantize=\"int8\"` (every product, the projections' {quantize.OUTLIERS} largest "
-            "inputs in fp32)": lambda bilm: bilm.quantize_("int8"),
-            "every product, one scale per row (the projections' too)": one_scale_per_row,
+    rows = {"every product (the projections too)": every_product,
+            "`quantize=\"int8\"` (all but the projections)": lambda bilm: bilm.quantize_("int8"),
             "every product, the projections with calibrated channel scales":
                 smoothed_projections(calibration),
-            "char-CNN highways alone": highways,
-            f"char-CNN projection alone, {largest}": cnn_projection(
-                quantize.Int8OutlierMatrices),
-            "char-CNN projection alone, one scale per row": cnn_projection(quantize.Int8Matrices)}
+            "char-CNN highways alone": highways, "char-CNN projection alone": cnn_projection}
     for layer in range(n_layers):
         for name in WEIGHT_NAMES:
-            detail = f", {largest}" if INT8_MATRICES[name] is quantize.Int8OutlierMatrices else ""
-            rows[f"LSTM {layer + 1} {PRODUCT_NAMES[name]} alone{detail}"] = lstm_product(layer,
-                                                                                       name)
-    rows["LSTM 1 projection alone, one scale per row"] = lstm_projection(0, 0)
-    for outliers in (8, 16, 32):
-        rows[f"LSTM 1 projection alone, its {outliers} largest inputs in fp32"] = \
-            lstm_projection(0, outliers)
-    for quantile in (0.999, 0.9999):
-        rows[f"LSTM 1 projection alone, inputs clipped at the {100 * quantile:g}th percentile "
-             "of their magnitudes on the calibration text"] = clipped_projection(quantile,
-                                                                              calibration)
+            rows[f"LSTM {layer + 1} {PRODUCT_NAMES[name]} alone"] = lstm_product(layer, name)
     return rows
 
 
@@ -301,7 +229,7 @@ def main() -> None:
                  f"random weights, {args.preset_sentences})",
         "command": "python benchmarks/int8_error.py",
         "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}; kernel {kernel}"
-                + (f" (rows without VNNI: {NO_VNNI}, 7-bit activations for the LSTM products)"
+                + (f" (rows without VNNI: {NO_VNNI}, 7-bit input and state products)"
                    if no_vnni else ""),
         "versions": {"torch": torch.__version__},
         "measured": date.today().isoformat(),

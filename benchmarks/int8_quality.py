@@ -3,9 +3,7 @@
 Embeds the first N sentences (5 to 60 tokens, cut at " . ") of WikiText-2's test split with
 MODEL in fp32 and with `quantize="int8"`, and reports per layer: the mean relative error
 (mean |int8 - fp32| / mean |fp32| over every coordinate of every token), the mean per-token
-relative L2 error (||int8 - fp32|| / ||fp32||) and the mean cosine similarity; writes them
-as a table of results (docs/speed.md renders it). `ELMO_INT8_KERNEL=fbgemm-no-vnni` measures
-the kernel of a CPU without VNNI (its integer sums are the same on any x86 host it runs on).
+relative L2 error (||int8 - fp32|| / ||fp32||) and the mean cosine similarity.
 
     python benchmarks/int8_quality.py [--model default] [--sentences 1000] [--out FILE]
 """
@@ -13,20 +11,14 @@ the kernel of a CPU without VNNI (its integer sums are the same on any x86 host 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-from datetime import date
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import DATA, RESULTS, cpu_info, write_json
+from common import DATA, RESULTS, write_json
 
 from elmo.embed import Embedder
-from elmo.modules import quantize
-
-LAYER_NAMES = ("char-CNN", "first biLSTM", "second biLSTM", "third biLSTM")
 
 
 def wikitext_sentences(n: int) -> list[list[str]]:
@@ -62,7 +54,7 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS / "speed" / "int8-error.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "int8_quality.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sentences = wikitext_sentences(args.sentences)
@@ -79,26 +71,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:5}{r['mean_relative_error']:17.4f}{r['token_l2_error']:16.4f}"
               f"{r['cosine']:9.5f}")
-    kernel = quantize.choose_int8_kernel()
-    forced = f"{quantize.KERNEL_ENV}={os.environ[quantize.KERNEL_ENV]} " if os.environ.get(
-        quantize.KERNEL_ENV) else ""
-    cpu = cpu_info()
-    write_json(args.out, {
-        "title": f"int8 against fp32, {args.model} on the first {len(sentences):,} sentences of "
-                 f"WikiText-2 test ({tokens:,} tokens), kernel {kernel.name}"
-                 + (" (no VNNI: 7-bit activations for the LSTM products)"
-                    if kernel.saturating else ""),
-        "command": f"{forced}python benchmarks/int8_quality.py {' '.join(sys.argv[1:])}".strip(),
-        "host": f"{os.cpu_count()}-core {cpu['cpu']}, {', '.join(cpu['isa'])}; kernel "
-                f"{kernel.name}" + (" (forced; its integer sums are those of any x86 host it runs "
-                                    "on, AVX2 alone too)" if forced else ""),
-        "versions": {"torch": torch.__version__},
-        "measured": date.today().isoformat(),
-        "columns": ["layer", "mean relative error", "token L2 error", "cosine to fp32"],
-        "formats": [None, None, None, ".5f"],
-        "rows": [[f"{r['layer']} ({LAYER_NAMES[r['layer']]})",
-                  f"{100 * r['mean_relative_error']:.2f}%", f"{100 * r['token_l2_error']:.2f}%",
-                  round(r["cosine"], 5)] for r in rows]})
+    write_json(args.out, {"model": args.model, "sentences": len(sentences), "tokens": tokens,
+                          "layers": rows})
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from elmo.modules.lstm_backends import (
     LSTMBackend,
     choose_backend,
 )
-from tests.helpers.int8 import EXACT_INT8, use_exact_int8
+from tests.helpers.int8 import EXACT_INT8
 from tests.helpers.lstm import clipped_layer, layer_inputs, with_gradients
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -234,72 +234,47 @@ def test_int8_backend_refuses_autograd():
         layer(x, lengths)
 
 
-def _with_kernel(matrices: torch.nn.Module, kernel: quantize.Int8Kernel) -> torch.nn.Module:
-    """A copy of unused int8 `matrices` whose products run through `kernel`, same integers."""
-    twin = copy.deepcopy(matrices)
-    twin.__dict__["_int8_operands"] = (kernel, [kernel.pack(w, s) for w, s in zip(
-        matrices.weight, matrices.scale, strict=True)])
-    return twin
-
-
 @INT8
 @pytest.mark.parametrize("name", list(quantize.INT8_KERNELS))
 def test_int8_backend_products_take_their_activation_bits(name, monkeypatch):
     """Whichever kernel the CPU gets (each forced here, the no-VNNI ones even on a VNNI host):
-    every product, the projection's int8 part too, may take 7-bit activations where the kernel
-    saturates in 8; with 8 bits, exactly the 8-bit integer product."""
+    the input and state products may take 7-bit activations where the kernel saturates in 8,
+    the projection, where it is quantized, always 8 (exactly the 8-bit integer product)."""
     kernel = quantize.INT8_KERNELS[name]
     if not kernel.runs_here():
         pytest.skip(f"the int8 kernel {name} does not run here")
     monkeypatch.setenv(quantize.KERNEL_ENV, name)
-    monkeypatch.setattr(quantize, "OUTLIERS", 4)  # of the projection's 32 inputs: an int8 part
-    layer = clipped_layer(seed=9, quantized=True)
-    exact = {product: _with_kernel(m, EXACT_INT8) for product, m in layer.int8.items()}
+    layer = clipped_layer(seed=9, quantized=True, products=WEIGHT_NAMES)
     with torch.inference_mode():
         backend = BACKENDS["int8"](layer)
     torch.manual_seed(10)
-    assert set(backend.activation_bits) == set(WEIGHT_NAMES)
     for product, bits in backend.activation_bits.items():
-        x = torch.randn(2, 5, layer.int8[product].weight.shape[1])
+        matrices = layer.int8[product]
+        x = torch.randn(2, 5, matrices.weight.shape[1])
         with torch.inference_mode():
-            got, expected = backend.product(product, x), exact[product](x)  # 8 bits
+            got = backend.product(product, x)
+        operands = [EXACT_INT8.pack(w, s) for w, s in zip(matrices.weight, matrices.scale,
+                                                          strict=True)]
+        expected = quantize.int8_matmul(x, EXACT_INT8, operands)  # 8 bits
         levels = 63 if kernel.saturating and bits == 7 else 127
         if levels == 127:
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
         else:
             assert not torch.allclose(got, expected, atol=1e-5)  # 7 bits: other integers
             assert (got - expected).norm() / expected.norm() < 0.03
+    assert backend.activation_bits["proj"] == 8
 
 
 @INT8
-def test_int8_projection_multiplies_its_largest_inputs_in_fp32(monkeypatch):
-    """A layer quantized as `quantize_int8_` does by default, every product in int8: the
-    projection multiplies each row's `OUTLIERS` largest |values| by the fp32 weight and the rest
-    in int8, with the rest's own row scale; a row with no more nonzero values is the fp32
-    product. On inputs with a few large values, far closer to fp32 than one int8 scale."""
-    use_exact_int8(monkeypatch)
-    monkeypatch.setattr(quantize, "OUTLIERS", 4)
+def test_int8_backend_keeps_the_projection_in_fp32():
+    """A layer quantized as `quantize_int8_` does by default: its input and state products in
+    int8, its projection the fp32 product of the "cpu" back end, on the same weight."""
     fp32, layer = clipped_layer(seed=11), clipped_layer(seed=11, quantized=True)
-    assert set(layer.int8) == set(INT8_PRODUCTS) == set(WEIGHT_NAMES)
-    assert not hasattr(layer, "proj_weight")
-    torch.manual_seed(12)
-    x = torch.randn(2, 5, layer.cell_dim) * 0.05
-    x[:, :, 3] = 1.0  # a saturated cell in every row
-    x[1, 2, 20] = -0.9
-    w = fp32.proj_weight.detach()
+    assert set(layer.int8) == set(INT8_PRODUCTS) == {"input", "state"}
+    x = torch.randn(2, 5, layer.cell_dim)
     with torch.inference_mode():
         got = BACKENDS["int8"](layer).product("proj", x)
-        sparse = torch.zeros_like(x)
-        sparse[:, :, 5:9] = x[:, :, 5:9]
-        torch.testing.assert_close(BACKENDS["int8"](layer).product("proj", sparse), sparse @ w,
-                                   atol=1e-6, rtol=1e-5)
-    where = x.abs().topk(4, dim=-1).indices
-    rest = x.scatter(-1, where, 0.0)
-    w_int8, w_scale = quantize.quantize_columns(w)
-    row_scale = rest.abs().amax(-1, keepdim=True) / 127
-    expected = (torch.round(rest / row_scale) @ w_int8.float()) * w_scale * row_scale
-    expected += (x - rest) @ w
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    one_scale = quantize.int8_matmul(x, EXACT_INT8, [EXACT_INT8.pack(a, b) for a, b in zip(
-        w_int8, w_scale, strict=True)])
-    assert (got - x @ w).norm() < 0.5 * (one_scale - x @ w).norm()
+        expected = BACKENDS["cpu"](fp32).product("proj", x)
+        int8_input = BACKENDS["int8"](layer).product("input", torch.randn(2, 5, 16))
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    assert int8_input.shape == (2, 5, 4 * layer.cell_dim)

@@ -116,10 +116,10 @@ class BiLM(nn.Module):
     def quantize_(self, mode: str | None) -> BiLM:
         """Quantize for CPU inference, in place (None: leave as is); returns self.
 
-        "int8": int8 weights for every LSTM product and for the char-CNN's highway layers and
-        projection; their inputs are quantized per row as they arrive, but for the projections'
-        largest input values, multiplied in fp32 (`quantize.Int8OutlierMatrices`). The other
-        fp32 weights are dropped, so the result can no longer be trained or saved.
+        "int8": int8 weights for the LSTM input and state products and for the char-CNN's
+        highway layers; their inputs are quantized per row as they arrive. Their fp32 weights
+        are dropped, so the result can no longer be trained or saved. The projections (the
+        LSTM's and the char-CNN's) stay fp32: int8 cannot take their inputs (benchmarks/README.md).
         """
         check_quantize(mode, self.bos_ids.device)
         if mode is None or self.quantization == mode:

@@ -9,7 +9,7 @@ from torch import nn
 from elmo.chars import PAD_CHAR
 from elmo.config import BiLMConfig
 from elmo.modules import onednn
-from elmo.modules.quantize import Int8Linear, Int8OutlierMatrices, quantize_linears_
+from elmo.modules.quantize import quantize_linears_
 
 # Fewer rows than this take other matmul and convolution kernels, whose last bits differ (CPU,
 # torch 2.13: 1-15 rows differ, 16 and more agree). Smaller groups are padded to it, so that a
@@ -58,14 +58,12 @@ class CharCNNEncoder(nn.Module):
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
 
     def quantize_int8_(self) -> None:
-        """int8 weights for the highway layers and the projection (inference only); the
-        convolutions stay fp32. The projection's input has a few large channels per token, which
-        would set its int8 scale (on the shipped `default` that alone gave the char-CNN's
-        vectors 1.4% of mean relative error): they are multiplied in fp32
-        (`Int8OutlierMatrices`; benchmarks/int8_error.py, benchmarks/README.md)."""
+        """int8 weights for the highway layers (inference only). The convolutions and the
+        projection stay fp32: the projection's input has a few large channels per token, which
+        set its int8 scale; on the shipped `default` it alone gave the char-CNN's vectors 1.4%
+        of mean relative error (benchmarks/int8_error.py, benchmarks/README.md)."""
         for highway in self.highways:
             quantize_linears_(highway)
-        self.projection = Int8Linear(self.projection, Int8OutlierMatrices)
 
     def forward(self, char_ids: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
         """char_ids (..., C) (with a word embedding (..., C + 1)) -> token vectors (..., P).

@@ -30,13 +30,13 @@ from torch import nn
 from elmo.config import BiLMConfig
 from elmo.modules.lstm_backends import (
     BACKENDS,
-    INT8_MATRICES,
     INT8_PRODUCTS,
     REFERENCE_OPS,
     CellOps,
     LSTMBackend,
     choose_backend,
 )
+from elmo.modules.quantize import Int8Matrices
 
 # (h, c): h (D, B, P) projected output, c (D, B, C) memory cell.
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -115,10 +115,10 @@ class ProjectedLSTM(nn.Module):
         self.reset_parameters()
 
     def quantize_int8_(self, products: Sequence[str] = INT8_PRODUCTS) -> None:
-        """Replace the weights of `products` (of `WEIGHT_NAMES`; by default all of them) by
-        their int8 matrices (`INT8_MATRICES`; inference only); the others stay."""
+        """Replace the weights of `products` (of `WEIGHT_NAMES`; by default the input and
+        state products, `INT8_PRODUCTS`) by int8 copies (inference only); the others stay."""
         self.int8 = nn.ModuleDict(
-            {name: INT8_MATRICES[name](getattr(self, f"{name}_weight")) for name in products})
+            {name: Int8Matrices(getattr(self, f"{name}_weight")) for name in products})
         for name in products:
             delattr(self, f"{name}_weight")
 

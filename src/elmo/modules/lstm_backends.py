@@ -13,8 +13,8 @@ order of preference, and each says itself whether it serves a layer call (`appli
   the packed loop reuses one gate buffer and adds the state product into it), computes tanh
   as 2 sigmoid(2x) - 1, and products large enough run through oneDNN's prepacked kernel.
 - "int8": "cpu" with a quantized layer's int8 matrices (`elmo.modules.quantize`) for the
-  products it holds in int8 (`INT8_MATRICES`: every one, the projection's largest inputs in
-  fp32), whose kernel is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
+  products it holds in int8 (`INT8_PRODUCTS`: the input and state products; the projection
+  stays fp32), whose kernel is chosen once by what the CPU has (`quantize.INT8_KERNELS`).
 - "cudnn": training a layer without clipping. torch's own LSTM (`torch.nn.LSTM` with
   `proj_size`: cuDNN on CUDA, ATen's loop on the CPU) runs each direction of the layer in one
   call instead of the step loop; it cannot clip the cell or the projection, which is why it
@@ -40,17 +40,14 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from elmo.modules import fused_cell, onednn
-from elmo.modules.quantize import Int8Matrices, Int8OutlierMatrices, check_inference
+from elmo.modules.quantize import check_inference
 
 WEIGHT_NAMES = ("input", "state", "proj")  # ProjectedLSTM's `{name}_weight` matrices
-# The int8 matrices of each product of a quantized layer (`ProjectedLSTM.quantize_int8_`). The
-# projection's input o * tanh(c) has a few saturated cells per row, which would set the row's
-# int8 scale (on the shipped `default` that alone gave each LSTM layer 1.3-1.8% of mean
-# relative error): its largest values are multiplied in fp32 (`Int8OutlierMatrices`;
-# benchmarks/int8_error.py, benchmarks/README.md).
-INT8_MATRICES: dict[str, type[Int8Matrices]] = {
-    "input": Int8Matrices, "state": Int8Matrices, "proj": Int8OutlierMatrices}
-INT8_PRODUCTS = tuple(INT8_MATRICES)  # what `quantize="int8"` quantizes: every product
+# The products a quantized layer computes in int8 (`ProjectedLSTM.quantize_int8_`). The
+# projection stays fp32: its input o * tanh(c) has a few saturated cells per row, which set the
+# row's int8 scale; on the shipped `default` it alone gave each LSTM layer 1.3-1.8% of mean
+# relative error (benchmarks/int8_error.py, benchmarks/README.md).
+INT8_PRODUCTS = ("input", "state")
 
 
 def tanh_(x: Tensor) -> Tensor:
@@ -166,13 +163,12 @@ class CPUBackend(LSTMBackend):
 class Int8Backend(CPUBackend):
     """int8 inference on the CPU: the in-place cell and the products of a quantized layer's
     `Int8Matrices` (activations quantized per row at every product; no autocast); the products
-    it keeps in fp32 (none, unless quantized with fewer) as "cpu" computes them."""
+    it keeps in fp32 (the projection) as "cpu" computes them."""
 
     # The fewest activation bits each int8 product tolerates, where a kernel without VNNI pays
-    # for 8 (`quantize.int8_matmul`): 7 for every LSTM product. With its largest inputs in fp32,
-    # the projection's int8 part in 7 bits keeps `default`'s worst layer within 2%
-    # (benchmarks/results/speed/int8-products.json, the rows without VNNI).
-    activation_bits = {"input": 7, "state": 7, "proj": 7}
+    # for 8 (`quantize.int8_matmul`): 7 for the input and state products; 8 for the projection
+    # where it is quantized (benchmarks/int8_error.py measures it alone in int8).
+    activation_bits = {"input": 7, "state": 7, "proj": 8}
 
     @classmethod
     def applies(cls, layer: nn.Module, x: Tensor) -> bool:

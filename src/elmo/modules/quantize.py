@@ -4,8 +4,7 @@ Weights are quantized once, symmetrically per output column (scale = max |w| / 1
 activations are quantized per row at every product (dynamic quantization), and the product
 of the two int8 matrices is summed exactly in int32, then scaled back to fp32. Because a row's
 scale is its own and integer sums are exact, a sentence's vectors do not depend on the other
-rows of its batch. Inputs with a few large values among many small ones (the projections')
-have those multiplied in fp32, so the rest get a finer scale (`Int8OutlierMatrices`).
+rows of its batch.
 
 Which kernel sums the products is chosen once per weight, the first of `INT8_KERNELS` that
 runs here and sums exactly (`choose_int8_kernel`). x86 multiplies uint8 by int8 in pairs whose
@@ -19,9 +18,6 @@ sums saturate in int16 unless the CPU has VNNI (AVX-512 VNNI or AVX-VNNI):
   products that tolerate them, or 8 bits split by sign, max(x, 0) and max(-x, 0), as two
   halves of one product (one where no value is negative: the char-CNN's). fbgemm quantizes
   its input with one scale per tensor: elmo divides each row by its own scale and passes 1.
-  8-bit activations with 7-bit weights (levels +-63, zero point 128) would be exact too, but
-  measured worse on `default`, `default-zh` and `original` (each layer worse or equal, the
-  char-CNN's most: benchmarks/results/speed/int8-products-7bit-weights.json).
 - "onednn-no-vnni": oneDNN's kernel used the same way, where fbgemm is missing (its weights
   are packed from `torch.qint8` tensors, which torch deprecates).
 - "int_mm": `torch._int_mm`, exact everywhere; without VNNI its generic kernel is ~100x
@@ -44,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from elmo.errors import ElmoError
@@ -331,64 +326,24 @@ class Int8Matrices(nn.Module):
         return int8_matmul(x, *packed_operands(self), add, out, bits)
 
 
-# The largest |values| of each input row that `Int8OutlierMatrices` multiplies in fp32: on the
-# shipped `default` (1,024 cells), 8 / 16 / 32 / 64 of them cut the first LSTM projection's own
-# error from 1.80% to 1.33 / 1.03 / 0.69 / 0.39% (benchmarks/results/speed/int8-products.json).
-OUTLIERS = 64
-
-
-class Int8OutlierMatrices(Int8Matrices):
-    """`Int8Matrices` for inputs with a few large values among many small ones (the LSTM
-    projection's o * tanh(c)): each row's `outliers` (default `OUTLIERS`) largest |values| are
-    multiplied with the fp32 weight's rows, the rest in int8 with a row scale they no longer set.
-
-    The fp32 part is one `embedding_bag` per direction (a sum of `outliers` weight rows,
-    weighted by the values); the int8 part is `Int8Matrices`' product of the row with those
-    entries zeroed. Costs beyond the int8 product: a top-k over each row, a copy of x, and
-    outliers / K of the fp32 product's multiply-adds, on gathered weight rows.
-    """
-
-    def __init__(self, weight: torch.Tensor, outliers: int | None = None) -> None:
-        super().__init__(weight)
-        self.outliers = OUTLIERS if outliers is None else outliers
-        self.register_buffer("fp32_weight", weight.detach().clone(), persistent=True)  # (D, K, N)
-
-    def forward(
-        self, x: torch.Tensor, add: torch.Tensor | None = None, out: torch.Tensor | None = None,
-        bits: int = 8,
-    ) -> torch.Tensor:
-        """x (D, M, K) [+ add (D, M or 1, N)] -> (D, M, N), into `out` if given (may be add)."""
-        count = min(self.outliers, x.shape[-1])
-        where = x.abs().topk(count, dim=-1, sorted=False).indices  # (D, M, count)
-        values = x.gather(-1, where)
-        y = super().forward(x.scatter(-1, where, 0.0), add, out, bits)  # (D, M, N)
-        for k in range(x.shape[0]):  # one sum of weighted rows per direction
-            y[k] += F.embedding_bag(where[k], self.fp32_weight[k], per_sample_weights=values[k],
-                                    mode="sum")
-        return y
-
-
 class Int8Linear(nn.Module):
-    """An `nn.Linear` with int8 weights and dynamically quantized inputs (inference only), as
-    `matrices` (`Int8Matrices`, or `Int8OutlierMatrices` for inputs with a few large values)."""
+    """An `nn.Linear` with int8 weights and dynamically quantized inputs (inference only)."""
 
-    def __init__(self, linear: nn.Linear, matrices: type[Int8Matrices] = Int8Matrices) -> None:
+    def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.matrices = matrices(linear.weight.detach().t()[None])  # (1, K, N)
+        quantized, scale = quantize_columns(linear.weight.detach().t())
+        self.register_buffer("weight", quantized.contiguous(), persistent=True)  # (K, N) int8
+        self.register_buffer("scale", scale, persistent=True)  # (1, N)
         bias = linear.bias.detach().clone() if linear.bias is not None else None
         self.register_buffer("bias", bias, persistent=True)  # (N,) or None
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The int8 weight (1, K, N), where callers find the module's device."""
-        return self.matrices.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., K) -> (..., N)."""
         check_inference()
-        flat = x.reshape(1, -1, self.in_features).contiguous()
-        return self.matrices(flat, self.bias).reshape(*x.shape[:-1], self.out_features)
+        flat = x.reshape(-1, self.in_features).contiguous()
+        y = int8_matmul(flat, *packed_operands(self), self.bias)
+        return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
