@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +29,12 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 @dataclass(frozen=True)
 class OverlapUnit:
     """What a run of text is counted in: `ngrams(text, n)` -> the hashes of its runs of `n`
-    units; `n`, the length of a run that a document shares with a test text to be left out."""
+    units, in order, one at a time; `n`, the length of a run that a document shares with a
+    test text to be left out."""
 
     name: str
     description: str
-    ngrams: Callable[[str, int], set[int]]
+    ngrams: Callable[[str, int], Iterator[int]]
     n: int
 
 
@@ -41,14 +42,14 @@ def _normal(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def _char_ngrams(text: str, n: int) -> set[int]:
+def _char_ngrams(text: str, n: int) -> Iterator[int]:
     chars = _SPACE.sub("", _normal(text))
-    return {hash(chars[i:i + n]) for i in range(len(chars) - n + 1)}
+    return (hash(chars[i:i + n]) for i in range(len(chars) - n + 1))
 
 
-def _word_ngrams(text: str, n: int) -> set[int]:
+def _word_ngrams(text: str, n: int) -> Iterator[int]:
     words = _WORD.findall(_normal(text))
-    return {hash(tuple(words[i:i + n])) for i in range(len(words) - n + 1)}
+    return (hash(tuple(words[i:i + n])) for i in range(len(words) - n + 1))
 
 
 UNITS: dict[str, OverlapUnit] = {u.name: u for u in (
@@ -79,11 +80,15 @@ class OverlapSet:
         return sum(map(len, self.ngrams))
 
     def source_of(self, texts: Iterable[str]) -> str | None:
-        """The first test file that shares a run of `n` units with `texts` (a document's
-        paragraphs, read as one text), or None."""
-        found = self.unit.ngrams("\n".join(texts), self.n)
-        pairs = zip(self.sources, self.ngrams, strict=True)
-        return next((source for source, ngrams in pairs if not ngrams.isdisjoint(found)), None)
+        """The first test file (in `sources`' order) that shares a run of `n` units with `texts`
+        (a document's paragraphs, read as one text), or None. The document's runs are hashed
+        one at a time, not held: memory does not grow with the document."""
+        first = len(self.sources)  # the first test file found so far; none yet
+        for ngram in self.unit.ngrams("\n".join(texts), self.n):
+            first = next((i for i in range(first) if ngram in self.ngrams[i]), first)
+            if first == 0:
+                break
+        return self.sources[first] if first < len(self.sources) else None
 
     def describe(self) -> dict[str, object]:
         """What the manifest of a corpus records of it."""
@@ -103,7 +108,7 @@ def overlap_set(test_texts: Sequence[tuple[str | Path, Iterable[str]]], characte
         digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
         ngrams: set[int] = set()
         for text in texts:
-            ngrams |= unit.ngrams(text, n)
+            ngrams.update(unit.ngrams(text, n))
         sets.append(frozenset(ngrams))
     return OverlapSet(tuple(str(p) for p, _ in test_texts), digest.hexdigest(), unit, n,
                       tuple(sets))
