@@ -154,13 +154,14 @@ def test_a_missing_or_unreadable_test_file_is_named(tmp_path, capsys):
 
 
 def test_a_document_too_long_to_compare_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr("elmo.data.corpus.MAX_DOCUMENT_CHARS", 30)
+    monkeypatch.setattr("elmo.io.inputs.MAX_DOCUMENT_CHARS", 30)
     test = tmp_path / "gold.utf8"
     test.write_text(sighan(TEST), encoding="utf-8")
     law = tmp_path / "law.md"
     law.write_text(f"# 法\n\n{CLEAN}\n{CLEAN}\n", encoding="utf-8")
-    with pytest.raises(InputFileError, match=f"{law}, line 3: a document longer than 30 "
-                       "characters, too long to compare with the test files"):
+    with pytest.raises(InputFileError, match=f"{law}, line 3: a document is longer than 30 "
+                       "characters, too long to compare with the test files; split the file "
+                       "into documents"):
         kept([law], read_test_texts([test], characters=True))
 
 
