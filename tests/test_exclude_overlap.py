@@ -5,6 +5,8 @@ lines, SQuAD JSON), leaves a document out; a clean one is kept; both are counted
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 
 import pytest
@@ -151,6 +153,28 @@ def test_a_missing_or_unreadable_test_file_is_named(tmp_path, capsys):
     with pytest.raises(InputFileError, match="the test file .*empty.txt has no text"):
         read_test_texts([empty], characters=True)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_test_file_is_read_once_and_known_by_its_text(tmp_path, monkeypatch):
+    """Its first line (to tell its kind), then its texts: not again for the sha256, which is
+    of the texts, so the same text with other line endings is the same test set."""
+    unix, windows, other = tmp_path / "unix.utf8", tmp_path / "windows.utf8", tmp_path / "o.utf8"
+    unix.write_bytes(sighan(TEST).encode())
+    windows.write_bytes(sighan(TEST).replace("\n", "\r\n").encode())
+    other.write_bytes(sighan(CLEAN).encode())
+    opened, real_open = [], io.open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)  # pathlib's
+    monkeypatch.setattr(builtins, "open", counting_open)  # elmo.io.textfile's
+    first = read_test_texts([unix], characters=True)
+    assert opened.count(str(unix)) == 2
+    assert first.sha256 == read_test_texts([windows], characters=True).sha256
+    assert first.sha256 != read_test_texts([other], characters=True).sha256
+    assert first.ngrams == read_test_texts([windows], characters=True).ngrams
 
 
 def test_a_document_too_long_to_compare_is_named(tmp_path, monkeypatch):
