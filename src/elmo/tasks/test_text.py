@@ -83,8 +83,10 @@ def _texts(path: Path) -> Iterator[str]:
         raise InputFileError(f"the test file {path} has no text (read as {kind.description})")
 
 
-def read_test_texts(paths: Sequence[str | Path], characters: bool) -> OverlapSet:
-    """The n-grams of the test files `paths` (`elmo.io.overlap`), in characters or words, each
-    file read once (its first line aside, to tell its kind), its texts not held.
-    InputFileError naming a missing file, or one whose format cannot read it."""
-    return overlap_set([(path, _texts(path)) for path in map(Path, paths)], characters)
+def read_test_texts(paths: Sequence[str | Path], characters: bool, n: int | None = None
+                    ) -> OverlapSet:
+    """The n-grams of the test files `paths` (`elmo.io.overlap`), in characters or words, runs
+    of `n` (None: the unit's), each file read once (its first line aside, to tell its kind),
+    its texts not held. InputFileError naming a missing file, or one whose format cannot
+    read it."""
+    return overlap_set([(path, _texts(path)) for path in map(Path, paths)], characters, n)
