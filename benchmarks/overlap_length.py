@@ -5,7 +5,8 @@ documents of a Chinese corpus that share a run that long with the test files.
 The corpus of docs/training.md's Chinese recipe, a part of it: the news transcripts of
 china-data/xwlb for the years given (`--years`, its JSON files) and the laws of
 LawRefBook/Laws outside its DLC/ folder (local regulations); the test files: SIGHAN 2005's PKU
-and MSR gold files, MSRA NER's test set and CMRC 2018's trial set (../shared/data).
+and MSR gold files, MSRA NER's test set and CMRC 2018's trial set (../shared/data), read as
+`--exclude-overlap` reads them (`elmo.tasks.test_text.read_test_texts`).
 
     python benchmarks/overlap_length.py --xwlb xwlb --laws Laws [--years 2012 2024]
         [--lengths 13 20 25 30 40]
@@ -28,8 +29,7 @@ from common import DATA, RESULTS, cpu_info, write_json
 
 from elmo.data.corpus import expand_paths
 from elmo.io.inputs import input_kind
-from elmo.io.overlap import overlap_set
-from elmo.tasks.test_text import text_kind_of
+from elmo.tasks.test_text import read_test_texts
 
 TEST_FILES = ("zh-raw-text/sighan2005_pku_test_gold.utf8",
               "zh-raw-text/sighan2005_msr_test_gold.utf8", "msra-ner/msra_test_bio",
@@ -54,14 +54,13 @@ def main() -> None:
     parser.add_argument("--lengths", nargs="+", type=int, default=[13, 20, 25, 30, 40])
     args = parser.parse_args()
     tests = [DATA / name for name in TEST_FILES]
-    texts = [(path, list(text_kind_of(path).texts(path))) for path in tests]
     corpus = {"news items": documents([p for year in args.years for p in
                                        expand_paths([f"{args.xwlb}/assets/{year}/*.json"])]),
               "laws": documents([p for p in expand_paths([f"{args.laws}/*/**/*.md"])
                                  if "DLC" not in p.relative_to(args.laws).parts])}
     rows = []
     for n in args.lengths:
-        overlap = overlap_set(texts, characters=True, n=n)
+        overlap = read_test_texts(tests, characters=True, n=n)  # as --exclude-overlap reads them
         left_out = Counter(source for source, docs in corpus.items() for doc in docs
                            if overlap.source_of([doc]) is not None)
         rows.append([n, left_out["news items"], left_out["laws"]])

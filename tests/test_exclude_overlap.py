@@ -5,7 +5,11 @@ lines, SQuAD JSON), leaves a document out; a clean one is kept; both are counted
 
 from __future__ import annotations
 
+import builtins
+import importlib.util
+import io
 import json
+import sys
 
 import pytest
 
@@ -15,6 +19,7 @@ from elmo.data.prepared import MANIFEST_NAME, PreparedCorpus
 from elmo.errors import InputFileError
 from elmo.io.overlap import UNITS
 from elmo.tasks.test_text import TEST_TEXTS, TestTextKind, read_test_texts, text_kind_of
+from tests.conftest import REPO
 
 # A test sentence of 30 characters, and news that quotes it whole, a part of it, or none.
 TEST = "国务院总理李鹏今天在人民大会堂会见了来访的泰国外交部长素林先生。"
@@ -153,14 +158,37 @@ def test_a_missing_or_unreadable_test_file_is_named(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_test_file_is_read_once_and_known_by_its_text(tmp_path, monkeypatch):
+    """Its first line (to tell its kind), then its texts: not again for the sha256, which is
+    of the texts, so the same text with other line endings is the same test set."""
+    unix, windows, other = tmp_path / "unix.utf8", tmp_path / "windows.utf8", tmp_path / "o.utf8"
+    unix.write_bytes(sighan(TEST).encode())
+    windows.write_bytes(sighan(TEST).replace("\n", "\r\n").encode())
+    other.write_bytes(sighan(CLEAN).encode())
+    opened, real_open = [], io.open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)  # pathlib's
+    monkeypatch.setattr(builtins, "open", counting_open)  # elmo.io.textfile's
+    first = read_test_texts([unix], characters=True)
+    assert opened.count(str(unix)) == 2
+    assert first.sha256 == read_test_texts([windows], characters=True).sha256
+    assert first.sha256 != read_test_texts([other], characters=True).sha256
+    assert first.ngrams == read_test_texts([windows], characters=True).ngrams
+
+
 def test_a_document_too_long_to_compare_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr("elmo.data.corpus.MAX_DOCUMENT_CHARS", 30)
+    monkeypatch.setattr("elmo.io.inputs.MAX_DOCUMENT_CHARS", 30)
     test = tmp_path / "gold.utf8"
     test.write_text(sighan(TEST), encoding="utf-8")
     law = tmp_path / "law.md"
     law.write_text(f"# 法\n\n{CLEAN}\n{CLEAN}\n", encoding="utf-8")
-    with pytest.raises(InputFileError, match=f"{law}, line 3: a document longer than 30 "
-                       "characters, too long to compare with the test files"):
+    with pytest.raises(InputFileError, match=f"{law}, line 3: a document is longer than 30 "
+                       "characters, too long to compare with the test files; split the file "
+                       "into documents"):
         kept([law], read_test_texts([test], characters=True))
 
 
@@ -183,3 +211,43 @@ def test_a_new_test_file_format_is_one_record(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["prepare-corpus", "--help"])
     assert "toy-tsv: text TAB label lines" in " ".join(capsys.readouterr().out.split())
+
+
+def _overlap_length_benchmark(monkeypatch):
+    """The benchmark script as a module, its `common` importable."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "overlap_length", REPO / "benchmarks" / "overlap_length.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_run_length_benchmark_counts_what_exclude_overlap_leaves_out(tmp_path, monkeypatch,
+                                                                         capsys):
+    """benchmarks/overlap_length.py on a tiny corpus and test set: the test files read as
+    --exclude-overlap reads them; the DLC/ folder's laws not read."""
+    bench = _overlap_length_benchmark(monkeypatch)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "gold.utf8").write_text(sighan(TEST), encoding="utf-8")
+    (data / "trial.json").write_text(squad("这段文章讲的是别的事情。", "谁会见了谁？"),
+                                     encoding="utf-8")
+    (tmp_path / "xwlb" / "assets" / "2012").mkdir(parents=True)
+    news(tmp_path / "xwlb" / "assets" / "2012", QUOTED, CLEAN)
+    for folder, text in (("宪法", CLEAN), ("行政法", QUOTED), ("DLC/地方", QUOTED)):
+        (tmp_path / "Laws" / folder).mkdir(parents=True)
+        (tmp_path / "Laws" / folder / "法.md").write_text(f"# 法\n\n{text}\n", encoding="utf-8")
+    monkeypatch.setattr(bench, "DATA", data)
+    monkeypatch.setattr(bench, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(bench, "TEST_FILES", ("gold.utf8", "trial.json"))
+    monkeypatch.setattr(sys, "argv", [
+        "overlap_length.py", "--xwlb", str(tmp_path / "xwlb"), "--laws", str(tmp_path / "Laws"),
+        "--years", "2012", "--lengths", "25", "33"])
+    bench.main()
+    result = json.loads((tmp_path / "results" / "training" / "zh-overlap-length.json")
+                        .read_text(encoding="utf-8"))
+    # TEST is 32 characters, quoted whole: it shares a run of 25, none of 33
+    assert result["rows"] == [["25 characters", 1, 1], ["33 characters", 0, 0]]
+    assert "(2 items)" in result["title"] and "(2 laws)" in result["title"]
+    assert "1 news items,     1 laws left out" in capsys.readouterr().out

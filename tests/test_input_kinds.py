@@ -130,9 +130,25 @@ def test_a_json_file_too_long_to_read_whole_is_named_and_skipped(tmp_path, monke
     monkeypatch.setattr("elmo.io.inputs.MAX_DOCUMENT_CHARS", 20)
     path = tmp_path / "big.json"
     path.write_text('[{"text": "one"},\n {"text": "two three four five"}]\n', encoding="utf-8")
-    with pytest.warns(UserWarning, match="big.json, line 1: longer than 20 characters, too "
-                      "long to read whole \\(write it as JSON lines"):
+    with pytest.warns(UserWarning, match="big.json, line 1: the file is longer than 20 "
+                      "characters, too long to read whole; write it as JSON lines \\(.jsonl\\); "
+                      "skipped"):
         assert sentences_of(path) == []
+
+
+def test_a_wikiextractor_document_too_long_to_hold_is_named_and_skipped(tmp_path, monkeypatch):
+    """Held until its </doc> (to drop the title line), a document past the cap is skipped
+    whole; the next one is read."""
+    monkeypatch.setattr("elmo.io.inputs.MAX_DOCUMENT_CHARS", 20)
+    path = tmp_path / "wiki_00"
+    path.write_text('<doc id="1" title="Long">\nLong\nA first line.\nA second line.\n'
+                    'A third.\n</doc>\n<doc id="2" title="Short">\nShort\nKept.\n</doc>\n',
+                    encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        assert sentences_of(path) == ["Kept."]
+    assert [str(w.message) for w in caught] == [
+        f"{path}, line 1: document '1' is longer than 20 characters, too long to hold until "
+        "its </doc>; close it with </doc>; skipped"]
 
 
 def compressed(folder, into, compression: str):

@@ -228,14 +228,14 @@ def test_a_failed_preparation_leaves_nothing(tmp_path, capsys, vocab):
 # The child: SIGKILL itself when it is about to write its N-th shard, then run `elmo ARGS`.
 DIES_AT_SHARD = """
 import os, signal, sys
-import elmo.data.prepared as prepared
-real, count = prepared._ShardWriter.close, [0]
+import elmo.data.shards as shards
+real, count = shards.ShardWriter.close, [0]
 def dying(self):
     count[0] += 1
     if count[0] == int(sys.argv[1]):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(self)
-prepared._ShardWriter.close = dying
+shards.ShardWriter.close = dying
 from elmo.cli import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -28,7 +28,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from elmo.errors import InputFileError
-from elmo.io.inputs import AUTO, MAX_DOCUMENT_CHARS, Passage, folder_files, input_kind
+from elmo.io.inputs import AUTO, HeldDocument, Passage, folder_files, input_kind, too_long
 from elmo.io.overlap import OverlapSet
 from elmo.io.sentences import SPLITTERS
 from elmo.io.textfile import is_stdin
@@ -134,16 +134,14 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
 
 
 def _whole(passages: Iterable[Passage], path: Path) -> list[Passage]:
-    """A document's passages, read whole to be compared with test text (InputFileError for
-    one longer than MAX_DOCUMENT_CHARS, whose memory would grow with the file)."""
-    held, size = [], 0
+    """A document's passages, read whole to be compared with test text (`HeldDocument`).
+    InputFileError for one too long: skipped, it could be a test set's text left in, or
+    training text lost unsaid."""
+    held = HeldDocument[Passage]()
     for passage in passages:
-        held.append(passage)
-        size += len(passage.text)
-        if size > MAX_DOCUMENT_CHARS:
-            raise InputFileError(f"{path}, line {held[0].line}: a document longer than "
-                                 f"{MAX_DOCUMENT_CHARS:,} characters, too long to compare with "
-                                 "the test files; split the file into documents")
+        if not held.add(passage, len(passage.text)):
+            raise InputFileError(f"{path}, line {held[0].line}: " + too_long(
+                "a document", "compare with the test files", "split the file into documents"))
     return held
 
 

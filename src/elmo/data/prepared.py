@@ -11,15 +11,11 @@ batch the same (`open_corpus` tells which it is given).
                             left out of the shards and the vocabulary, a sentence per line
                             (untokenized), for `elmo train --valid`
 
-A shard is one xz stream (`lzma`, the standard library's) of three parts: the length of every
-sentence of the stream (uint32, little-endian; the length of a sentence the tokenizer left
-empty is 0, so that the sentence index, which decides the ranks' shares and the position a run
-resumes at, is the text's), the token ids (uint32), and the JSON list of the shard's words
-outside the vocabulary. Id `i` below the vocabulary's size V is its word; `V + k` is the k-th
-word outside it, so that the words the model reads from their characters stay what the text
-had. Sentences never span two shards. A run reads one shard at a time, checks its sha256 and
-its size, and skips whole shards to reach the position it resumes at; a shard the run does not
-reach need not be there (a machine can hold the shards it will read).
+A shard is one xz stream of the sentences' lengths, token ids and words outside the
+vocabulary (`elmo.data.shards`); sentences never span two shards. A run reads one shard at a
+time, checks its sha256 and its size, and skips whole shards to reach the position it resumes
+at; a shard the run does not reach need not be there (a machine can hold the shards it will
+read).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ import json
 import lzma
 import os
 import sys
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -48,6 +43,7 @@ from elmo.data.corpus import (
     iter_parts,
     split_language,
 )
+from elmo.data.shards import Shard, ShardWriter, read_shard
 from elmo.errors import InputFileError
 from elmo.io.atomic import atomic_directory, atomic_output, atomic_write_text, claim_output
 from elmo.io.inputs import AUTO
@@ -62,22 +58,6 @@ HELD_OUT_NAME = "held-out.txt"
 FORMAT = "elmo-prepared-corpus"
 VERSION = 1
 SHARD_TOKENS = 1_000_000  # tokens per shard by default: about 1.3 MB of English text
-_UINT32 = np.dtype("<u4")
-
-
-@dataclass
-class Shard:
-    """One shard file: its name, sha256 and size, and what it holds (`sentences`: those of
-    the stream, empty ones included; `tokens`: words; `unknown`: distinct words outside the
-    vocabulary; `raw_bytes`: its size decompressed)."""
-
-    file: str
-    sha256: str
-    bytes: int
-    raw_bytes: int
-    sentences: int
-    tokens: int
-    unknown: int
 
 
 @dataclass
@@ -177,84 +157,13 @@ class PreparedCorpus:
         for shard in self.manifest.shards:
             end = offset + shard.sentences
             if index < end:
-                lengths, ids, table = self._read(shard)
+                lengths, ids, table = read_shard(self.directory, shard, self._words)
                 ends = np.cumsum(lengths, dtype=np.int64)
                 for i in range(index - offset, shard.sentences, world_size):
                     if lengths[i]:
                         yield [table[t] for t in ids[ends[i] - lengths[i]:ends[i]].tolist()]
                 index = end + (index - end) % world_size  # the next of this rank
             offset = end
-
-    def _read(self, shard: Shard) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """A shard's sentence lengths, token ids and id -> word table, checked."""
-        path = self.directory / shard.file
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise InputFileError(f"{path} is missing: the manifest lists it, and the run has "
-                                 "reached it; bring it beside the manifest") from None
-        if len(data) != shard.bytes or hashlib.sha256(data).hexdigest() != shard.sha256:
-            raise InputFileError(f"{path} is damaged: its size or sha256 is not the "
-                                 "manifest's; copy it again")
-        try:
-            raw = lzma.LZMADecompressor().decompress(data, max_length=shard.raw_bytes + 1)
-        except lzma.LZMAError as err:
-            raise InputFileError(f"{path} is not an xz stream ({err})") from None
-        words_at = 4 * (shard.sentences + shard.tokens)
-        if len(raw) != shard.raw_bytes or words_at > len(raw):
-            raise InputFileError(f"{path} does not hold what the manifest says")
-        lengths = np.frombuffer(raw, _UINT32, shard.sentences)
-        ids = np.frombuffer(raw, _UINT32, shard.tokens, offset=4 * shard.sentences)
-        unknown = json.loads(raw[words_at:].decode("utf-8"))
-        if (int(lengths.sum(dtype=np.int64)) != shard.tokens or len(unknown) != shard.unknown
-                or (shard.tokens and int(ids.max()) >= len(self._words) + len(unknown))):
-            raise InputFileError(f"{path} does not hold what the manifest says")
-        return lengths, ids, self._words + unknown
-
-
-class _ShardWriter:
-    """Sentences -> shard files of about `shard_tokens` tokens in `directory`, after the
-    `shards` written already."""
-
-    def __init__(self, directory: Path, vocab: Vocabulary, shard_tokens: int,
-                 shards: list[Shard]) -> None:
-        self.directory, self.shard_tokens = directory, shard_tokens
-        self.index = {w: i for i, w in enumerate(vocab)}
-        self.size = len(vocab)
-        self.shards = shards
-        self._start()
-
-    def _start(self) -> None:
-        self.lengths, self.ids = array("I"), array("I")
-        self.unknown: dict[str, int] = {}
-
-    def add(self, tokens: Sequence[str]) -> bool:
-        """Add a sentence; whether a shard was written."""
-        ids = []
-        for word in tokens:
-            i = self.index.get(word)
-            if i is None:
-                i = self.size + self.unknown.setdefault(word, len(self.unknown))
-            ids.append(i)
-        self.lengths.append(len(ids))
-        self.ids.extend(ids)
-        return len(self.ids) >= self.shard_tokens and self.close()
-
-    def close(self) -> bool:
-        """Write the shard begun, if it holds a sentence; whether it did."""
-        if not self.lengths:
-            return False
-        words = json.dumps(list(self.unknown), ensure_ascii=False).encode("utf-8")
-        raw = (np.asarray(self.lengths, _UINT32).tobytes() + np.asarray(self.ids, _UINT32)
-               .tobytes() + words)
-        data = lzma.compress(raw)
-        name = f"shard-{len(self.shards):05d}.xz"
-        with atomic_output(self.directory / name) as tmp:
-            tmp.write_bytes(data)
-        self.shards.append(Shard(name, hashlib.sha256(data).hexdigest(), len(data), len(raw),
-                                 len(self.lengths), len(self.ids), len(self.unknown)))
-        self._start()
-        return True
 
 
 def prepare_corpus(
@@ -315,7 +224,7 @@ def prepare_corpus(
                 print(f"resuming after {state['read']:,} sentences ({len(manifest.shards)} "
                       "shards)", file=sys.stderr)
         tokenize = get_tokenizer(tokenizer)
-        writer = _ShardWriter(new, vocab, shard_tokens, manifest.shards)
+        writer = ShardWriter(new, vocab, shard_tokens, manifest.shards)
         tally = Tally()
         parts = tqdm(iter_parts(paths, input_format, split_language(tokenizer), selection,
                                 tally),
@@ -344,7 +253,7 @@ def _files_identity(paths: Sequence[Path]) -> list[list[str | int]]:
 
 
 def _write_sentences(parts: Iterable[tuple[bool, str]], tokenize: Tokenizer,
-                     writer: _ShardWriter, held_out: BinaryIO, manifest: Manifest,
+                     writer: ShardWriter, held_out: BinaryIO, manifest: Manifest,
                      state: dict[str, Any], progress_path: Path) -> None:
     """The sentences of `parts` (held out or not) after the `state["read"]` first: into the
     held-out text, or tokenized into the shards of `writer`, counted in `manifest`; `state`

@@ -6,7 +6,7 @@ line they are on and a key naming them. A passage is one sentence (a text line, 
 record), or a paragraph that the reader of the corpus splits into sentences
 (`elmo.io.sentences`). Every file is read through `elmo.io.textfile.read_lines` (UTF-8, plain or
 compressed (gzip, bzip2, xz), a line at a time: nothing holds a whole file; a WikiExtractor
-document is held until its `</doc>`, at most `MAX_DOCUMENT_CHARS`).
+document held until its `</doc>`, a JSON file, is a `HeldDocument`: at most `MAX_DOCUMENT_CHARS`).
 
 Malformed input (a JSON line that is not an object with a "text" or "content" string, a
 WikiExtractor document that is not closed or has no id, text outside a document) is skipped
@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from elmo.errors import InputFileError
 from elmo.io.fasta import is_fasta_path, read_fasta, scan_fasta
@@ -39,11 +40,12 @@ from elmo.io.textfile import COMPRESSED, is_stdin, read_lines, scan_input, strip
 
 AUTO = "auto"
 MAX_NAMED = 10  # malformed lines or documents named one by one in each file
-MAX_DOCUMENT_CHARS = 1 << 26  # a WikiExtractor document longer than this is malformed
+MAX_DOCUMENT_CHARS = 1 << 26  # the most characters of a document held whole (HeldDocument)
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 # WikiExtractor's output files: wiki_00, ..., compressed with --compress (wiki_00.bz2)
 WIKI_FILE = re.compile(r"wiki_\d+(" + "|".join(map(re.escape, COMPRESSED)) + ")?")
 WIKI_HEADER = re.compile(r'<doc id="(?P<id>[^"]*)"[^>]*?(?: title="(?P<title>.*)")?>')
+Piece = TypeVar("Piece")
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,24 @@ class _Skipped:
         if self.count > MAX_NAMED:
             warnings.warn(f"{self.path}: {self.count - MAX_NAMED} more malformed lines or "
                           f"documents skipped ({self.count} in all)", stacklevel=3)
+
+
+class HeldDocument(list[Piece], Generic[Piece]):
+    """The pieces (lines, passages) of a document held whole, to be parsed, trimmed or compared:
+    `add(piece, chars)` is False past `MAX_DOCUMENT_CHARS` characters in all, where memory would
+    grow with the file; the caller then skips or stops, with the message of `too_long`."""
+
+    chars = 0
+
+    def add(self, piece: Piece, chars: int) -> bool:
+        self.append(piece)
+        self.chars += chars
+        return self.chars <= MAX_DOCUMENT_CHARS
+
+
+def too_long(what: str, why: str, fix: str) -> str:
+    """`what` past a `HeldDocument`'s cap, held to `why`; `fix`: the caller adds file and line."""
+    return f"{what} is longer than {MAX_DOCUMENT_CHARS:,} characters, too long to {why}; {fix}"
 
 
 def _first_line(path: Path, encoding_errors: str = "strict") -> str:
@@ -283,8 +303,7 @@ def _read_wiki(path: Path) -> Iterator[Passage]:
     writes the title again there; its --json output does not)."""
     skipped = _Skipped(path)
     doc: tuple[int, str, str] | None = None  # (line, id, title) of the open document
-    lines: list[tuple[int, str]] = []  # its paragraphs so far; None-id documents keep none
-    size = 0
+    lines = HeldDocument[tuple[int, str]]()  # its paragraphs so far; id-less documents keep none
     for number, raw in read_lines(path):
         line, text = number + 1, raw.strip()
         if text == "<doc>" or text.startswith("<doc "):
@@ -294,7 +313,7 @@ def _read_wiki(path: Path) -> Iterator[Passage]:
             if header is None or not header["id"]:
                 skipped(line, 'a <doc> header without id="..."')
             doc = (line, header["id"] if header else "", header and header["title"] or "")
-            lines, size = [], 0
+            lines = HeldDocument()
         elif text == "</doc>":
             if doc is None:
                 skipped(line, "</doc> without a <doc> before it")
@@ -304,13 +323,10 @@ def _read_wiki(path: Path) -> Iterator[Passage]:
                 yield from (Passage(t, n, doc[1], doc[2]) for n, t in lines)
             doc = None
         elif doc is not None:
-            if text and doc[1]:
-                lines.append((line, text))
-                size += len(text)
-                if size > MAX_DOCUMENT_CHARS:
-                    skipped(doc[0], f"document {doc[1]!r} is longer than "
-                                    f"{MAX_DOCUMENT_CHARS:,} characters (no </doc>?)")
-                    doc, lines = (doc[0], "", ""), []  # the rest of it is skipped too
+            if text and doc[1] and not lines.add((line, text), len(text)):
+                skipped(doc[0], too_long(f"document {doc[1]!r}", "hold until its </doc>",
+                                         "close it with </doc>"))
+                doc, lines = (doc[0], "", ""), HeldDocument()  # the rest of it is skipped too
         elif text:
             skipped(line, "text outside a <doc> ... </doc> document")
     if doc is not None and doc[1]:
@@ -363,13 +379,10 @@ def _json_documents(value: object) -> Iterator[dict]:
 
 def _read_json(path: Path) -> Iterator[Passage]:
     """Each document's paragraphs: the lines and HTML paragraphs of its text string."""
-    skipped, lines, size = _Skipped(path), [], 0
+    skipped, lines = _Skipped(path), HeldDocument[str]()
     for _, line in read_lines(path):
-        lines.append(line)
-        size += len(line)
-        if size > MAX_DOCUMENT_CHARS:
-            skipped(1, f"longer than {MAX_DOCUMENT_CHARS:,} characters, too long to read "
-                       "whole (write it as JSON lines, an object per line)")
+        if not lines.add(line, len(line)):
+            skipped(1, too_long("the file", "read whole", "write it as JSON lines (.jsonl)"))
             skipped.close()
             return
     try:

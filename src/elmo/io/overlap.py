@@ -10,7 +10,7 @@ run of the unit's `n` in common: 13 words, as GPT-3's contamination check; 25 Ch
 characters, about as many words (13 characters are official titles that news and laws repeat
 everywhere: "全国人民代表大会常务委员会" alone left out most laws of LawRefBook). A test
 text shorter than that adds nothing. The set holds a 64-bit hash per distinct n-gram, about
-80 bytes each in memory.
+80 bytes each in memory; the texts themselves are hashed as they are read, none is held.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def unit_for(characters: bool) -> OverlapUnit:
 
 @dataclass(frozen=True)
 class OverlapSet:
-    """The n-grams of one or more test files (`sources`; `sha256`, of their files' sha256s),
-    a set of hashes per file (`ngrams`), counted in `unit` runs of `n`."""
+    """The n-grams of one or more test files (`sources`; `sha256`, of the sha256s of each
+    file's texts), a set of hashes per file (`ngrams`), counted in `unit` runs of `n`."""
 
     sources: tuple[str, ...]
     sha256: str
@@ -99,16 +99,24 @@ class OverlapSet:
 def overlap_set(test_texts: Sequence[tuple[str | Path, Iterable[str]]], characters: bool,
                 n: int | None = None) -> OverlapSet:
     """The n-grams of the test files `test_texts`: (path, its texts) each, in units of
-    characters (`characters`) or words, runs of `n` of them (None: the unit's)."""
+    characters (`characters`) or words, runs of `n` of them (None: the unit's). Each file's
+    texts are read once, as they come, into its n-grams and the sha256 of its texts."""
     unit, digest, sets = unit_for(characters), hashlib.sha256(), []
     n = unit.n if n is None else n
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    for path, texts in test_texts:
-        digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
-        ngrams: set[int] = set()
-        for text in texts:
-            ngrams.update(unit.ngrams(text, n))
-        sets.append(frozenset(ngrams))
+    for _, texts in test_texts:
+        file_digest = hashlib.sha256()
+        sets.append(frozenset(_hashed(texts, unit, n, file_digest.update)))
+        digest.update(file_digest.digest())
     return OverlapSet(tuple(str(p) for p, _ in test_texts), digest.hexdigest(), unit, n,
                       tuple(sets))
+
+
+def _hashed(texts: Iterable[str], unit: OverlapUnit, n: int, digest: Callable[[bytes], None]
+            ) -> Iterator[int]:
+    """The n-grams of `texts`, each text given to `digest` (its length first) as it passes."""
+    for text in texts:
+        data = text.encode("utf-8")
+        digest(len(data).to_bytes(8, "little") + data)
+        yield from unit.ngrams(text, n)

@@ -11,7 +11,7 @@ that detects it (its name, or its first non-blank line); text takes every file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,17 +69,24 @@ def text_kind_of(path: Path) -> TestTextKind:
     return next(k for k in TEST_TEXTS.values() if k.detect(path, first))
 
 
-def read_test_texts(paths: Sequence[str | Path], characters: bool) -> OverlapSet:
-    """The n-grams of the test files `paths` (`elmo.io.overlap`), in characters or words.
-    InputFileError naming a missing file, or one whose format cannot read it."""
-    read = []
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise InputFileError(f"the test file {path} does not exist: give the test sets' "
-                                 "files (SQuAD JSON, CoNLL 'token tag' lines, or text)")
-        kind = text_kind_of(path)
-        read.append((path, list(kind.texts(path))))
-        if not any(t.strip() for t in read[-1][1]):
-            raise InputFileError(f"the test file {path} has no text (read as "
-                                 f"{kind.description})")
-    return overlap_set(read, characters)
+def _texts(path: Path) -> Iterator[str]:
+    """The texts of the test file `path` as its kind reads them, one at a time. InputFileError
+    naming a missing file, or one whose format finds no text in it."""
+    if not path.is_file():
+        raise InputFileError(f"the test file {path} does not exist: give the test sets' "
+                             "files (SQuAD JSON, CoNLL 'token tag' lines, or text)")
+    kind, blank = text_kind_of(path), True
+    for text in kind.texts(path):
+        blank = blank and not text.strip()
+        yield text
+    if blank:
+        raise InputFileError(f"the test file {path} has no text (read as {kind.description})")
+
+
+def read_test_texts(paths: Sequence[str | Path], characters: bool, n: int | None = None
+                    ) -> OverlapSet:
+    """The n-grams of the test files `paths` (`elmo.io.overlap`), in characters or words, runs
+    of `n` (None: the unit's), each file read once (its first line aside, to tell its kind),
+    its texts not held. InputFileError naming a missing file, or one whose format cannot
+    read it."""
+    return overlap_set([(path, _texts(path)) for path in map(Path, paths)], characters, n)
