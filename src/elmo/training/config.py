@@ -25,6 +25,8 @@ DEFAULT_PRESET = "small"
 DEFAULT_PREFETCH = 4  # batches prepared ahead by a thread on CUDA
 
 # Options that may change when a run is resumed (they do not decide the data or the model).
+# An option that decides the batches or the schedule is also one of `SAME_RUN`
+# (`elmo.training.continuation`): a weights copy continues its run only where it is the same.
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
     "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
