@@ -57,12 +57,13 @@ def _train(config: TrainConfig, out, capsys) -> str:
 @pytest.fixture
 def killed_call(tmp_path, monkeypatch):
     """The weights copy of a call killed as its step 11 began (its last save: step 8), and
-    the training file."""
+    the training file. Its batches were read ahead by a thread: the copy keeps the position
+    after the batches trained, not after those read."""
     train, _ = write_corpus(tmp_path)
     copy = tmp_path / "call-1" / "weights"
     Steps(monkeypatch, crash_before=10)
     with pytest.raises(KeyboardInterrupt):
-        Trainer(_config(train, weights_copy=str(copy)), tmp_path / "run-1",
+        Trainer(_config(train, weights_copy=str(copy), prefetch=2), tmp_path / "run-1",
                 progress=False).run()
     monkeypatch.undo()
     return copy, train
@@ -76,11 +77,11 @@ def test_the_next_call_continues_the_run_where_its_weights_copy_was_written(
 
     uninterrupted = Steps(monkeypatch)
     Trainer(_config(train), tmp_path / "uninterrupted", progress=False).run()
-    # The next call: the same options, but the model from the copy, a copy of its own and a
-    # checkpoint interval (not among the options that decide batches or schedule).
+    # The next call: the same options, but the model from the copy, a copy of its own, a
+    # checkpoint interval and batches read ahead (none decides the batches or the schedule).
     continued = Steps(monkeypatch)
     log = _train(_config(train, init_from=str(copy), weights_copy=str(tmp_path / "copy-2"),
-                         checkpoint_every=3), tmp_path / "run-2", capsys)
+                         checkpoint_every=3, prefetch=1), tmp_path / "run-2", capsys)
 
     assert [step for step, _, _ in continued.taken] == list(range(SAVED_AT, STEPS))
     for (step, lr, targets), (_, want_lr, want_targets) in zip(

@@ -22,13 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from elmo.errors import ModelFileError
 from elmo.loading.formats.native import RUN_NAME
 from elmo.loading.formats.untrusted import own_file, read_json
 from elmo.training.prepare import RunInfo
-from elmo.training.reproducible import seed_everything
 from elmo.training.saving import PROGRESS_NAME, CopyProgress
 from elmo.training.stream import PreparedBatches
 
@@ -47,40 +44,29 @@ SAME_RUN = (
 
 @dataclass
 class Continuation:
-    """How a new run starts: at step 0 (`progress` None), or where the run of its
-    --init-from weights copy `source` stood."""
+    """Where the run of the weights copy `source` stood, which a new run continues."""
 
-    progress: CopyProgress | None = None
-    source: Path | None = None
+    progress: CopyProgress
+    source: Path
 
     def restore(self, batches: PreparedBatches, rank: int) -> None:
         """Put `batches` at rank `rank`'s recorded data position and step."""
-        assert self.progress is not None and self.source is not None
         try:
             batches.load_state_dict(self.progress.streams[rank], self.progress.step)
         except (KeyError, IndexError, TypeError, ValueError) as err:
             raise ModelFileError(f"{self.source / PROGRESS_NAME} holds no data position of "
                                  f"this run's rank {rank}: {err}") from None
 
-    def seed(self, seed: int, rank: int) -> None:
-        """Seed this rank's random generators: as every new run at step 0, or from the seed,
-        the rank and the step continued from (not the first steps' draws again)."""
-        if self.progress is None:
-            seed_everything(seed + rank)
-        else:
-            words = np.random.SeedSequence([seed, rank, self.progress.step]).generate_state(1)
-            seed_everything(int(words[0]))
 
-
-def find_continuation(info: RunInfo, say: Callable[[str], None]) -> Continuation:
-    """How the new run `info` starts: where the run of its --init-from weights copy stood, if
-    that copy records its progress and `SAME_RUN` of both agree; else at step 0. For a copy
-    with progress, `say` says which, and why not."""
+def find_continuation(info: RunInfo, say: Callable[[str], None]) -> Continuation | None:
+    """Where the run of the new run `info`'s --init-from weights copy stood, if that copy
+    records its progress and `SAME_RUN` of both agree; else None (a new run from step 0). For
+    a copy with progress, `say` says which, and why not."""
     source = info.config.init_from
     directory = Path(source) if source else None
     progress = CopyProgress.read(directory) if directory and directory.is_dir() else None
     if progress is None:
-        return Continuation()
+        return None
     saved = _recorded(directory)
     current = json.loads(json.dumps(_facts(info.to_dict())))  # as JSON reads it back
     name = next((k for k in SAME_RUN if saved.get(k) != current.get(k)), None)
@@ -89,7 +75,7 @@ def find_continuation(info: RunInfo, say: Callable[[str], None]) -> Continuation
         there, here = (_shown(run.get(name)) for run in (saved, current))
         say(f"{directory} is the weights copy of another run ({label}: {there} there, {here} "
             "here): a new run from its weights, from step 0")
-        return Continuation()
+        return None
     if len(progress.streams) != info.world_size:
         raise ModelFileError(f"{directory / PROGRESS_NAME} holds {len(progress.streams)} data "
                              f"positions, its run.json {info.world_size} processes")
@@ -102,10 +88,10 @@ def find_continuation(info: RunInfo, say: Callable[[str], None]) -> Continuation
 def _recorded(directory: Path) -> dict[str, Any]:
     """The facts and options recorded in the weights copy's `run.json`."""
     path = own_file(directory, RUN_NAME)
-    data = read_json(path)
+    data = read_json(path) if path.is_file() else None
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-        raise ModelFileError(f"{path} is not the run.json of an `elmo train` run: it has no "
-                             "options (config)")
+        raise ModelFileError(f"{path} is missing or not the run.json of an `elmo train` run "
+                             f"(no options): a weights copy with {PROGRESS_NAME} has both")
     return _facts(data)
 
 

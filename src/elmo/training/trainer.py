@@ -86,7 +86,7 @@ from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
-from elmo.training.reproducible import deterministic_algorithms, seed_everything
+from elmo.training.reproducible import deterministic_algorithms, seed_everything, seed_new_run
 from elmo.training.saving import CopyProgress, WeightsCopy, save_language_model
 from elmo.training.step import GraphedStep, StatsReading, StepStats, TrainStep
 from elmo.training.stream import BatchTensors, PreparedBatches, training_batches
@@ -232,12 +232,12 @@ class Trainer:
                       f"this process has {threads}: the run goes on, but not bit-identical to "
                       f"an uninterrupted one (--threads {ckpt.threads} would be)")
 
-    def _start(self, start: Continuation) -> None:
+    def _start(self, start: Continuation | None) -> None:
         """A new run: at step 0, or where the run of its --init-from weights copy stood."""
-        start.seed(self.config.seed, self.world.rank)  # dropout per rank
-        if start.progress is not None:
+        if start is not None:
             start.restore(self.batches, self.world.rank)
             self.step, self.best = start.progress.step, start.progress.best_valid_ppl
+        seed_new_run(self.config.seed, self.world.rank, self.step)
 
     # ---- the run: setup, train, finish ---------------------------------------------
 
