@@ -120,6 +120,34 @@ def test_a_copy_without_progress_starts_a_new_run_from_its_weights(
     assert "continuing" not in log and "another run" not in log
 
 
+def test_with_validation_the_copy_is_the_best_model_and_its_perplexity_stays_the_best(
+        tmp_path, monkeypatch):
+    train, valid = write_corpus(tmp_path)
+    copy = tmp_path / "weights"
+    options = {"valid": str(valid), "eval_every": 4, "max_steps": 8}
+    Steps(monkeypatch, crash_before=6)  # validated (the best so far) and saved at step 4
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(_config(train, weights_copy=str(copy), **options), tmp_path / "run-1",
+                progress=False).run()
+    progress = CopyProgress.read(copy)
+    assert (progress.step, progress.best_valid_ppl) == _validations(tmp_path / "run-1")[0]
+
+    progress.best_valid_ppl = 1.0  # a best that the next validation cannot beat
+    (copy / PROGRESS_NAME).write_text(json.dumps(dataclasses.asdict(progress)))
+    steps = Steps(monkeypatch)
+    Trainer(_config(train, init_from=str(copy), weights_copy=str(tmp_path / "copy-2"),
+                    **options), tmp_path / "run-2", progress=False).run()
+    assert [step for step, _, _ in steps.taken] == [4, 5, 6, 7]
+    assert _validations(tmp_path / "run-2") == [(8, 1.0)]
+    assert not (tmp_path / "copy-2").exists()  # not better than the best: nothing saved
+
+
+def _validations(run_dir) -> list[tuple[int, float]]:
+    """(step, best validation perplexity) of each validation in the run's metrics."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(m["step"], m["best_valid_ppl"]) for m in lines if "valid_ppl" in m]
+
+
 @pytest.mark.parametrize("progress, message", [
     ({"step": -1, "tokens_seen": 0, "streams": [{}]}, "step and tokens_seen must be counts"),
     ({"step": 8, "streams": [{}]}, "is not the progress of a weights copy"),
