@@ -40,8 +40,8 @@ class CopyProgress:
 
     @classmethod
     def read(cls, directory: Path) -> CopyProgress | None:
-        """The progress the weights copy `directory` records; None where it has none (a copy
-        written before copies recorded it, or another model)."""
+        """The progress the weights copy `directory` records; None where it has none (an
+        older copy, or another model)."""
         path = own_file(directory, PROGRESS_NAME)
         if not path.is_file():
             return None
