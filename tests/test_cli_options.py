@@ -23,6 +23,8 @@ MODEL_HELP = {("analyze wsd", "--model"), ("analyze neighbours", "--model"),
 # figures; --input-format names the folders of WikiExtractor --compress's wiki_NN.bz2.
 ISSUE_69_HELP = {("analyze wsd", "--quantize"), ("analyze neighbours", "--quantize"),
                  ("analyze probe", "--quantize"), ("train", "--input-format")}
+# And (issue 70): --init-from a run's --weights-copy continues that run.
+ISSUE_70_HELP = {("train", "--init-from"), ("train", "--weights-copy")}
 
 
 def test_the_same_commands():
@@ -34,7 +36,8 @@ def test_options_unchanged(command):
     before, now = BEFORE[command], NOW[command]
     assert list(now) == list(before)  # the same options, in the same order
     for name, option in before.items():
-        changed = {"help"} if (command, name) in MODEL_HELP | ISSUE_69_HELP else set()
+        changed = {"help"} if (command, name) in MODEL_HELP | ISSUE_69_HELP | ISSUE_70_HELP \
+            else set()
         assert {k: v for k, v in now[name].items() if k not in changed} == \
             {k: v for k, v in option.items() if k not in changed}, name
 
@@ -44,6 +47,12 @@ def test_model_help_names_every_format(command, name):
     help = NOW[command][name]["help"]
     assert all(f.name in help for f in FORMATS.values()), help
     assert "(default: default, the shipped model)" in help
+
+
+def test_init_from_and_weights_copy_say_that_a_copy_continues_its_run():
+    assert "--weights-copy DIR of a run" in NOW["train"]["--init-from"]["help"]
+    assert "progress.json" in NOW["train"]["--weights-copy"]["help"]
+    assert "--init-from DIR continues the run" in NOW["train"]["--weights-copy"]["help"]
 
 
 def test_task_takes_every_dataset_formats_options():

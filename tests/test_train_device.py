@@ -388,7 +388,7 @@ def test_weights_copy_is_the_model_in_small_fp16_shards_that_load_as_a_model(tmp
                            "--weights-copy-shard-mib", str(limit_mib))) == 0
     names = sorted(p.name for p in copy.iterdir())
     shards = [n for n in names if n.startswith("model-")]
-    assert names == sorted(["config.json", "vocab.txt", "run.json",
+    assert names == sorted(["config.json", "vocab.txt", "run.json", "progress.json",
                             "model.safetensors.index.json", *shards])
     assert len(shards) >= 3 and shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
     assert all((copy / n).stat().st_size <= limit_mib * 2**20 for n in shards)

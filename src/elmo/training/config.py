@@ -25,6 +25,8 @@ DEFAULT_PRESET = "small"
 DEFAULT_PREFETCH = 4  # batches prepared ahead by a thread on CUDA
 
 # Options that may change when a run is resumed (they do not decide the data or the model).
+# An option that decides the batches or the schedule is also one of `SAME_RUN`
+# (`elmo.training.continuation`): a weights copy continues its run only where it is the same.
 RESUMABLE_CHANGES = frozenset({
     "device", "lr", "clip_norm", "checkpoint_every", "eval_every", "log_every",
     "early_stopping_patience", "max_steps", "epochs", "max_minutes", "checkpoint_minutes",
@@ -58,8 +60,12 @@ class TrainConfig:
         choices=tuple(sorted(PRESETS)))
     init_from: str | None = option(
         None, "continue training MODEL: a directory from `elmo train`, a directory with one "
-        "official options/weights pair, an ELMoForManyLangs directory, or a released name "
-        "(default: none, a new --preset model)", metavar="MODEL")
+        "official options/weights pair, an ELMoForManyLangs directory, or a released name. "
+        "The --weights-copy DIR of a run whose data, batch, schedule and optimizer options "
+        "are this command's continues that run from the step it was written at: the same lr "
+        "schedule and data position, a fresh optimizer state; otherwise, or with another "
+        "MODEL, training starts at step 0 (default: none, a new --preset model)",
+        metavar="MODEL")
     dropout: float = option(0.1, "dropout probability (default 0.1)", parse=float, metavar="P")
     lstm_clip: bool = option(
         True, "a new model's LSTM clips neither its cell nor its projection (cell_clip and "
@@ -153,8 +159,9 @@ class TrainConfig:
     weights_copy: str | None = option(
         None, "whenever the model is saved, also write it into DIR in fp16: safetensors "
         "shards (model-00001-of-0000N.safetensors + model.safetensors.index.json) with "
-        "config.json, vocab.txt and run.json; DIR is replaced whole each time, and loads as "
-        "a MODEL (default: none)", metavar="DIR")
+        "config.json, vocab.txt, run.json and progress.json (the step and data position); "
+        "DIR is replaced whole each time, and loads as a MODEL: --init-from DIR continues "
+        "the run (default: none)", metavar="DIR")
     weights_copy_shard_mib: float = option(
         15.0, "the largest shard of --weights-copy, in MiB (a tensor larger than that gets a "
         "shard of its own) (default 15)", parse=float, metavar="MIB")

@@ -34,3 +34,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
+
+
+def seed_new_run(seed: int, rank: int, step: int) -> None:
+    """Seed rank `rank`'s generators (dropout) for a new run from `step`: with `seed + rank`
+    at step 0; later (a run continued from a weights copy) from all three, so that it does not
+    draw its first steps' numbers again."""
+    if step == 0:
+        seed_everything(seed + rank)
+    else:
+        seed_everything(int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0]))

@@ -12,7 +12,8 @@ written once training starts (after the corpus scan and the model set-up succeed
 `checkpoint_every` steps, `checkpoint_minutes` after the last one, and at the end),
 `metrics.jsonl`, and the model in our format (`config.json` + `model.safetensors` with
 `softmax.*` tensors): the best one on the validation data if given, else the last one (and,
-with `weights_copy`, also in fp16 shards in a directory of its own: `elmo.training.saving`).
+with `weights_copy`, also in fp16 shards with the run's progress in a directory of its own,
+which a new run may continue: `elmo.training.saving`, `elmo.training.continuation`).
 Re-running the same command resumes from the checkpoint and ends with the same weights,
 optimizer state and metrics as a run never interrupted, bit for bit, as long as it runs with
 the same number of torch threads on the same device: every CPU kernel of a training step is
@@ -79,13 +80,14 @@ from elmo.runs import (
 from elmo.training.checkpoint import Checkpoint, RankState
 from elmo.training.clock import RunClock
 from elmo.training.config import TrainConfig
+from elmo.training.continuation import Continuation, find_continuation
 from elmo.training.distributed import World, init_world, resolve_device
 from elmo.training.evaluate import PerplexityTotals, evaluate_perplexity
 from elmo.training.model_init import build_language_model
 from elmo.training.optimizer import build_optimizer, load_optimizer_state
 from elmo.training.prepare import PreparedRun, RunInfo, prepare_run, start_run_dir
-from elmo.training.reproducible import deterministic_algorithms, seed_everything
-from elmo.training.saving import save_language_model, write_weights_copy
+from elmo.training.reproducible import deterministic_algorithms, seed_everything, seed_new_run
+from elmo.training.saving import CopyProgress, WeightsCopy, save_language_model
 from elmo.training.step import GraphedStep, StatsReading, StepStats, TrainStep
 from elmo.training.stream import BatchTensors, PreparedBatches, training_batches
 from elmo.training.window import LogWindow
@@ -123,11 +125,13 @@ class Trainer:
         self.metrics = MetricsLog(self.out / METRICS_NAME, "step")
         # Held until the run ends: rank 0's claim on the run directory, the batch thread.
         self._held = ExitStack()
-        self._copy_reported = False  # the weights copy's size, said once
+        self._copy = None if config.weights_copy is None else WeightsCopy(
+            Path(config.weights_copy), self.out, config.weights_copy_shard_mib, self._say)
         self._bar: tqdm | None = None
         # Built by `setup` from the prepared run, the same for the whole run:
         self.vocab: Vocabulary
         self.steps_per_epoch: int
+        self.tokens_per_step: int  # rows x unroll steps x processes
         self.total_steps: int
         self.unfreeze_every: int | None  # steps between unfreezing layer groups, if gradual
         self.lm: BiLanguageModel
@@ -137,7 +141,7 @@ class Trainer:
         self.batches: PreparedBatches
         self.stats: StepStats  # the step's sums on the device
         self.train_step: Callable[[BatchTensors], None]  # a TrainStep, graphed on CUDA
-        # Where training stands; `setup` sets it from the checkpoint when resuming:
+        # Where training stands; `setup` sets it when resuming or continuing a weights copy:
         self.step = 0
         self.best: float | None = None  # the best validation perplexity
         self.bad_evals = 0  # validations since the best
@@ -172,10 +176,10 @@ class Trainer:
         `prepared` and the step (graphed on CUDA)."""
         cfg, world, info = self.config, self.world, prepared.info
         self.vocab = prepared.vocab
-        tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
-        self.steps_per_epoch = max(1, math.ceil(info.n_tokens / tokens_per_step))
+        self.tokens_per_step = cfg.batch_size * cfg.unroll_steps * world.world_size
+        self.steps_per_epoch = max(1, math.ceil(info.n_tokens / self.tokens_per_step))
         self.total_steps = cfg.max_steps or max(
-            1, math.ceil(cfg.epochs * info.n_tokens / tokens_per_step)
+            1, math.ceil(cfg.epochs * info.n_tokens / self.tokens_per_step)
         )
         self.unfreeze_every = (cfg.unfreeze_every or self.steps_per_epoch) \
             if cfg.gradual_unfreeze else None
@@ -228,6 +232,13 @@ class Trainer:
                       f"this process has {threads}: the run goes on, but not bit-identical to "
                       f"an uninterrupted one (--threads {ckpt.threads} would be)")
 
+    def _start(self, start: Continuation | None) -> None:
+        """A new run: at step 0, or where the run of its --init-from weights copy stood."""
+        if start is not None:
+            start.restore(self.batches, self.world.rank)
+            self.step, self.best = start.progress.step, start.progress.best_valid_ppl
+        seed_new_run(self.config.seed, self.world.rank, self.step)
+
     # ---- the run: setup, train, finish ---------------------------------------------
 
     def run(self) -> TrainResult:
@@ -250,12 +261,12 @@ class Trainer:
         ckpt_path = self.out / CHECKPOINT_NAME
         ckpt = Checkpoint.load(ckpt_path) if ckpt_path.exists() else None
         self._build(prepared, ckpt)
-        if prepared.fresh:  # everything that could fail before training did not
-            self.world.on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
         if ckpt is None:
-            seed_everything(self.config.seed + self.world.rank)  # dropout, sampling per rank
+            self._start(find_continuation(prepared.info, self._say))
         else:
             self._restore(ckpt)
+        if prepared.fresh:  # everything that could fail before training did not
+            self.world.on_main(lambda: start_run_dir(self.out, prepared), "write the run directory")
         if self.world.is_main:  # forget what a killed run logged after its last checkpoint
             self.metrics.truncate_after(self.step)
         return ckpt
@@ -266,8 +277,9 @@ class Trainer:
         if resumed is not None:
             self._say(f"resuming from step {resumed.step:,} of {self.total_steps:,}")
         else:
+            start = f", from step {self.step:,}" if self.step else ""
             self._say(f"training {self.total_steps:,} steps "
-                      f"({self.total_steps / self.steps_per_epoch:.2f} epochs)")
+                      f"({self.total_steps / self.steps_per_epoch:.2f} epochs){start}")
         if not self.precision.applies_on(self.world.device):
             self._say(f"--precision {self.precision.name} has no effect on "
                       f"{self.world.device.type}: the run computes in fp32")
@@ -382,8 +394,9 @@ class Trainer:
         totals = PerplexityTotals(sums[0], sums[1], int(sums[2]))
         if self.best is None or totals.average < self.best:
             self.best, self.bad_evals = totals.average, 0
+            streams = world.gather(self.batches.state_dict())
             if world.is_main:
-                self._save_model()
+                self._save_model(streams)
         else:
             self.bad_evals += 1
         if world.is_main:
@@ -397,20 +410,12 @@ class Trainer:
                   f"(forward {totals.forward:.2f}, backward {totals.backward:.2f})")
         return totals
 
-    def _save_model(self) -> None:
-        """The model into the run directory, and into the weights copy if asked."""
+    def _save_model(self, streams: list[dict[str, Any]]) -> None:
+        """The model into the run directory; into the weights copy, if asked, at `streams`."""
         save_language_model(self.lm, self.out)
-        cfg = self.config
-        if cfg.weights_copy is None:
-            return
-        files = write_weights_copy(self.lm, self.out, Path(cfg.weights_copy),
-                                   int(cfg.weights_copy_shard_mib * 2**20))
-        if not self._copy_reported:
-            self._copy_reported = True
-            size = sum(f.stat().st_size for f in files) / 2**20
-            largest = max(f.stat().st_size for f in files) / 2**20
-            self._say(f"weights copy in {cfg.weights_copy}: {len(files)} files, "
-                      f"{size:.1f} MiB (the largest {largest:.1f} MiB)")
+        if self._copy is not None:
+            self._copy.write(self.lm, CopyProgress(
+                self.step, self.step * self.tokens_per_step, streams, self.best))
 
     def _checkpoint(self, finished: bool) -> None:
         """Write the checkpoint (and, without validation data, the model first: a run killed
@@ -426,7 +431,7 @@ class Trainer:
             raise ElmoError(f"step {self.step}: the model replicas differ between ranks")
         if self.world.is_main:
             if self.config.valid is None:
-                self._save_model()
+                self._save_model([rank.stream for rank in ranks])
             Checkpoint(
                 step=self.step, model=self.lm.state_dict(),
                 optimizer=self.optimizer.state_dict(), ranks=ranks,
