@@ -394,7 +394,8 @@ class Trainer:
         totals = PerplexityTotals(sums[0], sums[1], int(sums[2]))
         if self.best is None or totals.average < self.best:
             self.best, self.bad_evals = totals.average, 0
-            streams = world.gather(self.batches.state_dict())
+            # Each rank's data position, for the weights copy only (the same on every rank).
+            streams = [] if self._copy is None else world.gather(self.batches.state_dict())
             if world.is_main:
                 self._save_model(streams)
         else:
