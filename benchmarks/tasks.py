@@ -12,9 +12,12 @@ train (7,628 questions), 35-38 dev (954), 39-48 test (1,988); moses tokens; BiLS
 direction, as a CPU affords; four columns), CMRC 2018 (its trial set split by article: 1-180
 train (714 questions), 181-205 dev (89), 206-256 test (199); `--metric cmrc`; character tokens,
 answers up to 100 characters (its answers run long: median 19, 36% over 30); the Chinese biLM;
-as SQuAD otherwise), OntoNotes SRL (srl-f1; whole documents of the CoNLL-2012 files counted in
-predicates: train from the training file, dev and then test from the development file, 3,000
-test predicates unless --test-size; four columns), OntoNotes coreference (coref-f1, the CoNLL
+as SQuAD otherwise), CMRC 2018 dev set (`--cmrc-dev`: the dev file of ymcui/cmrc2018, 848
+articles, 3,219 questions with three answers each; articles 1-550 train, cut to --train-size,
+551-600 dev (222 questions), 601-848 test (973); as the trial row otherwise), OntoNotes SRL
+(srl-f1; whole documents of the CoNLL-2012 files counted in predicates: train from the
+training file, dev and then test from the development file, 3,000 test predicates unless
+--test-size; four columns), OntoNotes coreference (coref-f1, the CoNLL
 F1; the same files in whole documents, at most 200 per split, 100 test documents unless
 --test-size; four columns).
 Columns: the task model alone; layer 0 only (static, context-free); the top layer only; the
@@ -68,7 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +108,7 @@ class Task:
     freeze_word_vectors: bool = False  # static vectors kept fixed, as the paper's baseline did
     size_cap: int | None = None  # at most this many examples per split (coreference: documents,
     # slow to train on a CPU)
+    file_option: str | None = None  # train is the file this option names (skipped without it)
 
 
 TASKS = [
@@ -134,6 +138,11 @@ TASKS = [
          {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
          chinese=True, articles=(180, 205),
          columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
+    Task("CMRC 2018 dev set", "span", "squad", Path("cmrc2018_dev.json"), None, None,
+         {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
+         chinese=True, articles=(550, 600),
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
+         file_option="cmrc_dev"),
     Task("OntoNotes SRL", "srl", "conll2012",
          DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
          DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
@@ -371,6 +380,13 @@ def plan(tasks: list[Task], args: argparse.Namespace, work: Path
             print(f"{task.name}: skipped, no Chinese biLM {elmo!r} (give --zh-model)")
             skipped[task.name] = {"skipped": f"no Chinese biLM {elmo!r}"}
             continue
+        if task.file_option:
+            option = "--" + task.file_option.replace("_", "-")
+            if getattr(args, task.file_option) is None:
+                print(f"{task.name}: skipped, give {option} {task.train}")
+                skipped[task.name] = {"skipped": f"no {option}"}
+                continue
+            task = replace(task, train=getattr(args, task.file_option))
         files = task_files(task, args, work)
         for column, options in args.columns.items():
             if task.columns and column not in task.columns and not args.full:  # small table
@@ -597,6 +613,9 @@ def main() -> None:
     parser.add_argument("--word-vectors", dest="vectors", type=Path,
                         help="--full: English static vectors (default: WORK/word2vec/"
                         "default.vec, trained by word2vec.py on WikiText-2 train if absent)")
+    parser.add_argument("--cmrc-dev", type=Path,
+                        help="CMRC 2018's dev set (squad-style-data/cmrc2018_dev.json of "
+                        "ymcui/cmrc2018, 3,219 questions) for the 'CMRC 2018 dev set' row")
     parser.add_argument("--zh-word-vectors", dest="zh_vectors", type=Path,
                         help="--full: Chinese ones (default: WORK/word2vec/default-zh.vec, on "
                         "the zh-raw-text training split)")
