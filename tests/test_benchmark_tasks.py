@@ -1,0 +1,56 @@
+"""benchmarks/tasks.py: a row whose data file comes from an option is skipped, and said so,
+without that option, and is split by its articles with it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+
+from tests.conftest import REPO
+
+
+def _benchmark():
+    """The benchmark script as a module (with benchmarks/ importable, as when it runs)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_tasks", REPO / "benchmarks/tasks.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # where its dataclasses look themselves up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return module
+
+
+def _squad_file(path, n_articles):
+    """A SQuAD-layout file of n_articles articles of one question each."""
+    articles = [{"title": f"a{k}", "paragraphs": [{"context": "北京是首都。", "qas": [
+        {"id": f"q{k}", "question": "首都？", "answers": [{"text": "北京", "answer_start": 0}]}]}]}
+        for k in range(n_articles)]
+    path.write_text(json.dumps({"version": "v1", "data": articles}, ensure_ascii=False),
+                    encoding="utf-8")
+    return path
+
+
+def test_cmrc_dev_row_needs_its_file_and_splits_it_by_article(tmp_path, capsys):
+    bench = _benchmark()
+    task = next(t for t in bench.TASKS if t.file_option == "cmrc_dev")
+    args = argparse.Namespace(cmrc_dev=None, model="default", zh_model="default-zh",
+                              columns={"alone": bench.COLUMNS["alone"]}, full=False,
+                              train_size=2000, dev_size=1000, test_size=None)
+    skipped, cells = bench.plan([task], args, tmp_path)
+    assert cells == [] and skipped == {task.name: {"skipped": "no --cmrc-dev"}}
+    assert "give --cmrc-dev" in capsys.readouterr().out
+
+    args.cmrc_dev = _squad_file(tmp_path / "dev.json", 610)
+    skipped, cells = bench.plan([task], args, tmp_path / "work")
+    assert skipped == {} and len(cells) == 1
+    files = cells[0][3]
+    first, last = task.articles
+    assert (files["train_questions"], files["dev_questions"], files["test_questions"]) == (
+        first, last - first, 610 - last)
+    test_ids = [a["paragraphs"][0]["qas"][0]["id"]
+                for a in json.loads(files["test"].read_text(encoding="utf-8"))["data"]]
+    assert test_ids[0] == f"q{last}"
