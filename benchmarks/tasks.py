@@ -424,7 +424,7 @@ def table(tasks: list[Task], args: argparse.Namespace, work: Path) -> dict[str, 
             rows[task.name] = skipped[task.name]
             continue
         row = rows[task.name] = {}
-        for _, column, _, files in (c for c in cells if c[0] is task):
+        for _, column, _, files in (c for c in cells if c[0].name == task.name):
             runs = [results[task.name, column, seed] for seed in range(args.seeds)]
             scores = [r["test"] for r in runs]
             row[column] = {"mean": statistics.fmean(scores), "unseen": files["unseen"],
