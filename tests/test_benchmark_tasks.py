@@ -4,24 +4,10 @@ without that option, and is split by its articles with it."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 
 from tests.conftest import REPO
-
-
-def _benchmark():
-    """The benchmark script as a module (with benchmarks/ importable, as when it runs)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_tasks", REPO / "benchmarks/tasks.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # where its dataclasses look themselves up
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
-    return module
+from tests.helpers.scripts import script_module
 
 
 def _squad_file(path, n_articles):
@@ -34,8 +20,8 @@ def _squad_file(path, n_articles):
     return path
 
 
-def test_cmrc_dev_row_needs_its_file_and_splits_it_by_article(tmp_path, capsys):
-    bench = _benchmark()
+def test_cmrc_dev_row_needs_its_file_and_splits_it_by_article(tmp_path, capsys, monkeypatch):
+    bench = script_module(REPO / "benchmarks" / "tasks.py", monkeypatch)
     task = next(t for t in bench.TASKS if t.file_option == "cmrc_dev")
     args = argparse.Namespace(cmrc_dev=None, model="default", zh_model="default-zh",
                               columns={"alone": bench.COLUMNS["alone"]}, full=False,

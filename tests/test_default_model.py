@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import sys
@@ -17,6 +16,7 @@ from elmo.embed import Embedder
 from elmo.loading.resolve import resolve_model, shipped_model_dir
 from elmo.training.model_init import load_language_model
 from tests.conftest import REPO, require_shared
+from tests.helpers.scripts import script_module
 
 
 def test_default_model_ships_with_a_card_and_stays_small():
@@ -70,20 +70,17 @@ def test_perplexity_command_on_the_start_of_wikitext2_test_prints_the_cards_figu
         assert printed[direction] == pytest.approx(expected[direction], rel=1e-4), direction
 
 
-def _card_tool():
-    """tools/package_default_model.py, imported as a module."""
-    spec = importlib.util.spec_from_file_location("package_default_model",
-                                                  REPO / "tools" / "package_default_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def card_tool(monkeypatch):
+    """tools/package_default_model.py as a module."""
+    return script_module(REPO / "tools" / "package_default_model.py", monkeypatch)
 
 
-def test_the_card_is_rendered_from_its_facts_with_repository_relative_paths():
+def test_the_card_is_rendered_from_its_facts_with_repository_relative_paths(card_tool):
     directory = shipped_model_dir()
     card = json.loads((directory / "card.json").read_text())
     text = (directory / "MODEL_CARD.md").read_text(encoding="utf-8")
-    assert text == _card_tool().render(directory, card)  # regenerate: tools/...py --render
+    assert text == card_tool.render(directory, card)  # regenerate: tools/...py --render
     config = card["training"]["config"]
     paths = [*shlex.split(card["command"]), *config["train"], config["valid"],
              *(r["file"] for r in card["perplexity"].values())]
@@ -93,13 +90,13 @@ def test_the_card_is_rendered_from_its_facts_with_repository_relative_paths():
     for result in card["perplexity"].values():
         assert {"forward", "backward", "average", "tokens"} <= set(result)
         first = result["first_sentences"]
-        assert first["sentences"] == _card_tool().FIRST_SENTENCES
+        assert first["sentences"] == card_tool.FIRST_SENTENCES
         assert 0 < first["tokens"] < result["tokens"]
     assert card["tokenizer"] == "whitespace" and "| tokenizer | `whitespace`" in text
 
 
-def test_the_tool_packages_a_chinese_run_as_default_zh(tmp_path, monkeypatch):
-    tool = _card_tool()
+def test_the_tool_packages_a_chinese_run_as_default_zh(card_tool, tmp_path, monkeypatch):
+    tool = card_tool
     shared = tmp_path / "shared"
     (shared / "zh").mkdir(parents=True)
     lines = ["我们今天去公园散步", "他们明天在家看书", "今天天气很好", "我们在家看书"] * 20

@@ -4,7 +4,6 @@ BERT-base fp32 and each encoder's memory; BERT's input windows point at each wor
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.scripts import script_module
 
 WORKLOADS = ("conll2003", "msra")
 ENCODERS = {("elmo tiny", "elmo", "fp32"), ("elmo tiny", "elmo", "int8"),
@@ -22,18 +22,8 @@ ENCODERS = {("elmo tiny", "elmo", "fp32"), ("elmo tiny", "elmo", "int8"),
 REFERENCE = ("bert-tiny", "hf sdpa", "fp32")
 
 
-def _benchmark():
-    """The benchmark script as a module (it imports only numpy at the top)."""
-    spec = importlib.util.spec_from_file_location(
-        "elmo_vs_bert", REPO / "benchmarks" / "elmo_vs_bert.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # where its dataclasses look themselves up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_windows_hold_every_piece_and_point_at_each_words_first_piece():
-    bench = _benchmark()
+def test_windows_hold_every_piece_and_point_at_each_words_first_piece(monkeypatch):
+    bench = script_module(REPO / "benchmarks" / "elmo_vs_bert.py", monkeypatch)
     sentences = [["Germany", "said", "counterproductive", "."],
                  ["interdisciplinary", "rates", "raised", "Peter"] * 5, ["bank"]]
     tokenizer = bench.train_wordpiece([["Germany", "said", "rates", "raised", "bank", "Peter"],
@@ -68,8 +58,8 @@ def test_the_help_says_each_options_default_and_what_a_run_needs():
         assert needed in helps, needed
 
 
-def test_a_gpu_runs_elmo_and_hugging_face_bert_in_three_precisions():
-    bench = _benchmark()
+def test_a_gpu_runs_elmo_and_hugging_face_bert_in_three_precisions(monkeypatch):
+    bench = script_module(REPO / "benchmarks" / "elmo_vs_bert.py", monkeypatch)
     sample, _ = bench.sample_of(bench.WORKLOADS["msra"], 8, 2, "cuda", bench.DATA, quick=True)
     assert {(e.runtime, e.precision) for e in sample.encoders} == {
         (r, p) for r in ("elmo", "hf eager", "hf sdpa") for p in ("fp32", "tf32", "bf16")}

@@ -6,7 +6,6 @@ lines, SQuAD JSON), leaves a document out; a clean one is kept; both are counted
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import io
 import json
 import sys
@@ -20,6 +19,7 @@ from elmo.errors import InputFileError
 from elmo.io.overlap import UNITS
 from elmo.tasks.test_text import TEST_TEXTS, TestTextKind, read_test_texts, text_kind_of
 from tests.conftest import REPO
+from tests.helpers.scripts import script_module
 
 # A test sentence of 30 characters, and news that quotes it whole, a part of it, or none.
 TEST = "国务院总理李鹏今天在人民大会堂会见了来访的泰国外交部长素林先生。"
@@ -213,21 +213,11 @@ def test_a_new_test_file_format_is_one_record(tmp_path, monkeypatch, capsys):
     assert "toy-tsv: text TAB label lines" in " ".join(capsys.readouterr().out.split())
 
 
-def _overlap_length_benchmark(monkeypatch):
-    """The benchmark script as a module, its `common` importable."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "overlap_length", REPO / "benchmarks" / "overlap_length.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_run_length_benchmark_counts_what_exclude_overlap_leaves_out(tmp_path, monkeypatch,
                                                                          capsys):
     """benchmarks/overlap_length.py on a tiny corpus and test set: the test files read as
     --exclude-overlap reads them; the DLC/ folder's laws not read."""
-    bench = _overlap_length_benchmark(monkeypatch)
+    bench = script_module(REPO / "benchmarks" / "overlap_length.py", monkeypatch)
     data = tmp_path / "data"
     data.mkdir()
     (data / "gold.utf8").write_text(sighan(TEST), encoding="utf-8")

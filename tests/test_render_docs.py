@@ -3,28 +3,26 @@ under benchmarks/results/ by tools/render_docs.py, and the model cards from thei
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.scripts import script_module
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("render_docs", REPO / "tools" / "render_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def tool(monkeypatch):
+    """tools/render_docs.py as a module."""
+    return script_module(REPO / "tools" / "render_docs.py", monkeypatch)
 
 
-def test_every_page_and_card_is_what_the_results_render(capsys):
-    assert _tool().main(["--check"]) == 0, capsys.readouterr().err
+def test_every_page_and_card_is_what_the_results_render(tool, capsys):
+    assert tool.main(["--check"]) == 0, capsys.readouterr().err
 
 
-def test_every_results_file_says_how_it_was_measured_and_is_shown():
-    tool = _tool()
+def test_every_results_file_says_how_it_was_measured_and_is_shown(tool):
     pages = "".join(p.read_text(encoding="utf-8") for pattern in tool.PAGES
                     for p in REPO.glob(pattern))
     shown = set(re.findall(r"<!-- table: ([\w./-]+) -->", pages))
@@ -38,8 +36,7 @@ def test_every_results_file_says_how_it_was_measured_and_is_shown():
         assert name in shown, f"{name} is on no page"
 
 
-def _page_with(tmp_path, monkeypatch, result: dict):
-    tool = _tool()
+def _page_with(tool, tmp_path, monkeypatch, result: dict):
     monkeypatch.setattr(tool, "RESULTS", tmp_path / "results")
     (tmp_path / "results" / "g").mkdir(parents=True)
     (tmp_path / "results" / "g" / "t.json").write_text(json.dumps(result), encoding="utf-8")
@@ -50,8 +47,8 @@ def _page_with(tmp_path, monkeypatch, result: dict):
     return tool, page
 
 
-def test_a_table_is_rendered_in_its_columns_formats_with_its_source(tmp_path, monkeypatch):
-    tool, page = _page_with(tmp_path, monkeypatch, {
+def test_a_table_is_rendered_in_its_columns_formats_with_its_source(tool, tmp_path, monkeypatch):
+    tool, page = _page_with(tool, tmp_path, monkeypatch, {
         "title": "t", "command": "python bench.py --fast", "host": "2 cores",
         "versions": {"torch": "2.13.0"}, "columns": ["model", "tokens/s", "x fp32"],
         "formats": [None, ",.0f", ".2f"], "rows": [["small", 13435, 1.1], ["original", 961, ""]]})
@@ -63,8 +60,8 @@ def test_a_table_is_rendered_in_its_columns_formats_with_its_source(tmp_path, mo
         "([g/t](../results/g/t.json)).\n<!-- /table -->\n\nAfter.\n")
 
 
-def test_a_missing_results_file_or_a_short_row_is_named(tmp_path, monkeypatch):
-    tool, page = _page_with(tmp_path, monkeypatch, {
+def test_a_missing_results_file_or_a_short_row_is_named(tool, tmp_path, monkeypatch):
+    tool, page = _page_with(tool, tmp_path, monkeypatch, {
         "title": "t", "command": "c", "host": "h", "columns": ["a", "b"], "rows": [["only"]]})
     with pytest.raises(SystemExit, match=r"g/t\.json: a row has 1 cells for 2 columns"):
         tool.render_page(page)
