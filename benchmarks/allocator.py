@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import DATA, RESULTS, write_json
+from common import DATA, RESULTS, cpu_info, write_json
 
 TCMALLOC_PATHS = tuple(f"{folder}/libtcmalloc_minimal.so.4" for folder in (
     "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"))
@@ -52,14 +52,6 @@ def workloads(out: Path) -> dict[str, list[str]]:
     }
 
 
-def cpu_name() -> str:
-    """This machine's CPU model and core count."""
-    model = next((line.split(":", 1)[1].strip() for line in
-                  Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-                 "CPU") if Path("/proc/cpuinfo").exists() else "CPU"
-    return f"{os.cpu_count()}-core {model}"
-
-
 def timed(command: list[str], env: dict[str, str], out: Path) -> dict[str, float]:
     """One run: wall, user and system seconds and the peak RSS (MiB) of the child."""
     shutil.rmtree(out, ignore_errors=True)
@@ -79,7 +71,8 @@ def main() -> None:
                         help="counted runs of each allocator (1-20)")
     parser.add_argument("--tcmalloc", type=Path, help="libtcmalloc_minimal.so.4 (default: the "
                         f"first of {', '.join(TCMALLOC_PATHS)} that exists)")
-    parser.add_argument("--host", default=cpu_name(), help="the host, as the table names it")
+    parser.add_argument("--host", default=f"{os.cpu_count()}-core {cpu_info()['cpu']}",
+                        help="the host, as the table names it")
     parser.add_argument("--out", type=Path, default=RESULTS / "speed/allocator.json")
     args = parser.parse_args()
     tcmalloc = args.tcmalloc or next((Path(p) for p in TCMALLOC_PATHS if Path(p).exists()), None)
@@ -90,12 +83,13 @@ def main() -> None:
     allocators = {"glibc": glibc_env, "tcmalloc": {**glibc_env, "LD_PRELOAD": str(tcmalloc)}}
     rows = []
     with tempfile.TemporaryDirectory(prefix="elmo-bench-allocator-") as tmp:
-        for name, command in workloads(Path(tmp) / "run").items():
+        out = Path(tmp) / "run"
+        for name, command in workloads(out).items():
             runs: dict[str, list[dict[str, float]]] = {a: [] for a in allocators}
             for _ in range(args.repeats + 1):  # the first pair warms the caches, not counted
                 for allocator, env in allocators.items():
-                    runs[allocator].append(timed(command, env, Path(tmp) / "run"))
-            ratio = statistics.median(g["wall"] / j["wall"] for g, j in
+                    runs[allocator].append(timed(command, env, out))
+            ratio = statistics.median(g["wall"] / t["wall"] for g, t in
                                       zip(runs["glibc"][1:], runs["tcmalloc"][1:], strict=True))
             for allocator, counted in runs.items():
                 median = {k: statistics.median(r[k] for r in counted[1:]) for k in counted[0]}
