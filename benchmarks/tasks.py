@@ -22,8 +22,8 @@ F1; the same files in whole documents, at most 200 per split, 100 test documents
 --test-size; four columns).
 Columns: the task model alone; layer 0 only (static, context-free); the top layer only; the
 average; a learned mix with lambda 0.001 and with lambda 1; ELMo at the task RNN's input and
-output; an adapted biLM (`elmo train --init-from` on the task's training text, on EWT POS and
-SST-5); the biLM fine-tuned inside the task model (SST-5).
+output; an adapted biLM (`elmo train --init-from` on the task's training text, on EWT POS,
+SST-5 and the CMRC 2018 dev set); the biLM fine-tuned inside the task model (SST-5).
 
 Training sets are cut to their first `--train-size` examples and dev sets to `--dev-size`
 (whole test sets). The data slices, adapted biLMs and feature caches are made first, one task
@@ -178,7 +178,7 @@ FULL_COLUMNS: dict[str, dict[str, Any]] = {
     "w2v + ELMo, input & output": {"elmo_mix": "learned", "l2": 0.001, "elmo_at": "both",
                                    "word_vectors": True},
 }
-ADAPTED_TASKS = ("UD EWT POS", "SST-5")
+ADAPTED_TASKS = ("UD EWT POS", "SST-5", "CMRC 2018 dev set")
 FINE_TUNED_TASKS = ("SST-5",)
 
 
@@ -327,9 +327,10 @@ def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
 # ---- the biLMs ---------------------------------------------------------------------------
 
 
-def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Path) -> str:
-    """Continue training the biLM on the task's training text (paper section 2.4) with the
-    ULMFiT options of `elmo train --init-from`; returns the model directory."""
+def adapt(task: Task, files: dict[str, Path], elmo: str, args: argparse.Namespace,
+          work: Path) -> str:
+    """Continue training the biLM `elmo` on the task's training text (paper section 2.4) with
+    the ULMFiT options of `elmo train --init-from`; returns the model directory."""
     from common import run_training
 
     from elmo.training import TrainConfig
@@ -338,7 +339,7 @@ def adapt(task: Task, files: dict[str, Path], args: argparse.Namespace, work: Pa
     text = out.parent / f"{out.name}.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     text.write_text("\n".join(train_sentences(task, files)) + "\n", encoding="utf-8")
-    config = TrainConfig(train=[str(text)], init_from=args.model, optimizer="adam", lr=1e-3,
+    config = TrainConfig(train=[str(text)], init_from=elmo, optimizer="adam", lr=1e-3,
                          discriminative_lr=2.6, schedule="slanted-triangular",
                          max_steps=args.adapt_steps, max_minutes=args.adapt_minutes,
                          checkpoint_every=10**9, eval_every=10**9, log_every=10**9,
@@ -395,7 +396,7 @@ def plan(tasks: list[Task], args: argparse.Namespace, work: Path
                 continue
             if options.get("fine_tune") and task.name not in FINE_TUNED_TASKS:
                 continue
-            model = adapt(task, files, args, work) if options.get("adapted") else elmo
+            model = adapt(task, files, elmo, args, work) if options.get("adapted") else elmo
             cells.append((task, column, model, files))
     return skipped, cells
 
