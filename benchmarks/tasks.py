@@ -141,7 +141,7 @@ TASKS = [
     Task("CMRC 2018 dev set", "span", "squad", Path("cmrc2018_dev.json"), None, None,
          {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
          chinese=True, articles=(550, 600),
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
+         columns=("alone", "layer 0", "learned, l2 0.001", "input & output", "adapted biLM"),
          file_option="cmrc_dev"),
     Task("OntoNotes SRL", "srl", "conll2012",
          DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
