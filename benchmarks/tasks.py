@@ -318,9 +318,11 @@ def conll2012_files(task: Task, args: argparse.Namespace, work: Path) -> dict[st
 def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
     """The training text, one sentence per line (for adapting the biLM)."""
     from elmo.tasks.data import flat_sentences
-    from elmo.tasks.readers import read_dataset
+    from elmo.tasks.readers import dataset_format
 
-    examples = read_dataset(files["train"], task.format, **task.options)
+    reader = dataset_format(task.format)  # task.options holds model options too
+    examples = reader.read(files["train"], **reader.reader_options(
+        {"encoding_errors": "strict", **task.options}))
     return [" ".join(s) for s in flat_sentences(examples)]
 
 
