@@ -1,10 +1,14 @@
 """benchmarks/tasks.py: a row whose data file comes from an option is skipped, and said so,
-without that option, and is split by its articles with it."""
+without that option, and is split by its articles with it; its adapted biLM starts from the
+row's own (Chinese) biLM and reads the training split's text."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 from tests.conftest import REPO
 from tests.helpers.scripts import script_module
@@ -40,3 +44,24 @@ def test_cmrc_dev_row_needs_its_file_and_splits_it_by_article(tmp_path, capsys, 
     test_ids = [a["paragraphs"][0]["qas"][0]["id"]
                 for a in json.loads(files["test"].read_text(encoding="utf-8"))["data"]]
     assert test_ids[0] == f"q{last}"
+
+
+def test_cmrc_adapted_column_adapts_the_chinese_bilm_on_the_training_split(tmp_path,
+                                                                           monkeypatch):
+    bench = script_module(REPO / "benchmarks" / "tasks.py", monkeypatch)
+    task = next(t for t in bench.TASKS if t.file_option == "cmrc_dev")
+    trained = []
+    monkeypatch.setattr(sys.modules["common"], "run_training",
+                        lambda config, out: trained.append(config) or SimpleNamespace(steps=0))
+    args = argparse.Namespace(cmrc_dev=_squad_file(tmp_path / "dev.json", 610), model="default",
+                              zh_model="default-zh", full=False, train_size=2000,
+                              dev_size=1000, test_size=None, adapt_steps=5, adapt_minutes=1.0,
+                              columns={"adapted biLM": bench.COLUMNS["adapted biLM"]})
+    _, cells = bench.plan([task], args, tmp_path / "work")
+    [config] = trained
+    assert config.init_from == "default-zh"
+    assert cells[0][2] == str(tmp_path / "work" / "adapted" / "CMRC_2018_dev_set")
+    lines = Path(config.train[0]).read_text(encoding="utf-8").splitlines()
+    # the training split's passage and question of each article, in character tokens
+    first, _ = task.articles
+    assert len(lines) == 2 * first and set(lines) == {"北 京 是 首 都 。", "首 都 ？"}
