@@ -1,9 +1,14 @@
 """`elmo.tasks.parallel.train_tasks`: runs in worker processes give what runs one after
-another give, with the feature caches computed once, beforehand."""
+another give, with the feature caches computed once, beforehand; the workers end with the
+process that started them."""
 
 from __future__ import annotations
 
 import dataclasses
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -12,7 +17,7 @@ from elmo.errors import ElmoError
 from elmo.tasks import parallel
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import train_tasks
-from tests.conftest import random_bilm
+from tests.conftest import REPO, random_bilm
 from tests.helpers.tasks import pair_file, tagging_file
 
 
@@ -64,3 +69,36 @@ def test_two_worker_processes_give_the_results_of_one_run_after_another(tmp_path
 def test_jobs_must_be_positive(tmp_path):
     with pytest.raises(ElmoError, match="jobs must be at least 1"):
         list(train_tasks(configs(tmp_path, "x"), jobs=0))
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    """A benchmark killed while its runs train leaves no worker training on."""
+    outs = [str(tmp_path / f"run{i}") for i in (0, 1)]
+    script = ("from elmo.tasks.config import TaskConfig\n"
+              "from elmo.tasks.parallel import train_tasks\n"
+              "from tests.helpers.tasks import pid_then_sleep\n"
+              "configs = [TaskConfig(task='tagging', train='t', dev='d', format='conll',"
+              f" out=o) for o in {outs}]\n"
+              "list(train_tasks(configs, jobs=2, threads=1, train=pid_then_sleep))\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
+    pid_files = [tmp_path / f"run{i}.pid" for i in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in pid_files):
+        assert parent.poll() is None and time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.2)
+    workers = [int(p.read_text()) for p in pid_files]
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while (alive := [w for w in workers if _running(w)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

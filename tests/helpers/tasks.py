@@ -1,9 +1,12 @@
 """Task helpers: small generated data sets of each task type (and a CoNLL-U file), and the
-arguments of a short `elmo task train` on them."""
+arguments of a short `elmo task train` on them; a train function that only sleeps."""
 
 from __future__ import annotations
 
+import os
 import random
+import time
+from pathlib import Path
 
 PEOPLE, PLACES, WORDS = ["anna", "bob", "carl"], ["paris", "rome"], ["saw", "in", "met", "the"]
 
@@ -68,3 +71,11 @@ CONLLU = """# sent_id = 1
 2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
 3\tbarked\tbark\tVERB\tVBD\t_\t0\troot\t_\t_
 """
+
+
+def pid_then_sleep(config) -> dict:
+    """A train function for worker processes: writes its pid to `config.out` + ".pid", then
+    sleeps two minutes (a long run)."""
+    Path(config.out + ".pid").write_text(str(os.getpid()))
+    time.sleep(120)
+    return {}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -33,6 +35,18 @@ def _timed(train: TrainFunction, config: TaskConfig, threads: int | None) -> dic
     return {**result, "wall_seconds": time.perf_counter() - start}
 
 
+def _end_with(parent: int) -> None:
+    """Worker initializer: the worker ends when `parent` does (killed, its runs would go on
+    training into folders a rerun then finds busy); a run resumes from its last epoch."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _features_key(config: TaskConfig) -> str:
     """What decides the feature caches a run reads (runs that differ only in seed, mix,
     placement or training fraction share them)."""
@@ -51,7 +65,8 @@ def train_tasks(
 
     `jobs` 1 trains them here, in order. More: first every feature cache the runs need, here;
     then `jobs` worker processes (spawned, each with `threads` torch threads; default: this
-    process's threads shared out) train them, and results come in the order runs finish.
+    process's threads shared out, and ending when this process ends) train them, and results
+    come in the order runs finish.
     `train` must then be a module-level function (it is sent to the workers).
     """
     if jobs < 1:
@@ -71,7 +86,8 @@ def train_tasks(
             compute_features(config)
             done.add(key)
     context = multiprocessing.get_context("spawn")  # forking after OpenMP ran can hang
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_end_with,
+                             initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(_timed, train, config, threads): i
                    for i, config in enumerate(configs)}
         for future in as_completed(futures):
