@@ -315,17 +315,6 @@ def conll2012_files(task: Task, args: argparse.Namespace, work: Path) -> dict[st
     return files
 
 
-def train_sentences(task: Task, files: dict[str, Path]) -> list[str]:
-    """The training text, one sentence per line (for adapting the biLM)."""
-    from elmo.tasks.data import flat_sentences
-    from elmo.tasks.readers import dataset_format
-
-    reader = dataset_format(task.format)  # task.options holds model options too
-    examples = reader.read(files["train"], **reader.reader_options(
-        {"encoding_errors": "strict", **task.options}))
-    return [" ".join(s) for s in flat_sentences(examples)]
-
-
 # ---- the biLMs ---------------------------------------------------------------------------
 
 
@@ -335,12 +324,16 @@ def adapt(task: Task, files: dict[str, Path], elmo: str, args: argparse.Namespac
     the ULMFiT options of `elmo train --init-from`; returns the model directory."""
     from common import run_training
 
+    from elmo.tasks.readers import dataset_format
+    from elmo.tasks.recipe import export_text
     from elmo.training import TrainConfig
 
     out = work / "adapted" / task.name.replace(" ", "_")
     text = out.parent / f"{out.name}.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
-    text.write_text("\n".join(train_sentences(task, files)) + "\n", encoding="utf-8")
+    reader = dataset_format(task.format)  # task.options holds model options too
+    export_text(files["train"], text, task.format, **reader.reader_options(
+        {"encoding_errors": "strict", **task.options}))
     config = TrainConfig(train=[str(text)], init_from=elmo, optimizer="adam", lr=1e-3,
                          discriminative_lr=2.6, schedule="slanted-triangular",
                          max_steps=args.adapt_steps, max_minutes=args.adapt_minutes,
