@@ -85,6 +85,12 @@ from elmo.tasks.config import TaskConfig
 from elmo.tasks.parallel import train_tasks
 from elmo.tasks.recipe import train_task
 
+# a row's columns (names of COLUMNS below): the slow rows have four; the biLM adapted to a
+# task and the fine-tuned one only where a row names them
+ALL_COLUMNS = ("alone", "layer 0", "top", "average", "learned, l2 0.001", "learned, l2 1",
+               "input & output")
+FOUR_COLUMNS = ("alone", "layer 0", "learned, l2 0.001", "input & output")
+
 
 @dataclass
 class Task:
@@ -103,7 +109,7 @@ class Task:
     chinese: bool = False  # needs the Chinese biLM
     held_out: int = 3000
     articles: tuple[int, int] | None = None  # squad: train articles [0, a), dev [a, b), test
-    columns: tuple[str, ...] | None = None  # only these columns (default: all)
+    columns: tuple[str, ...] = ALL_COLUMNS  # its columns of the table (--full: FULL_COLUMNS)
     full_train_size: int | None = None  # --full: the first this many training examples
     freeze_word_vectors: bool = False  # static vectors kept fixed, as the paper's baseline did
     size_cap: int | None = None  # at most this many examples per split (coreference: documents,
@@ -117,9 +123,11 @@ TASKS = [
          {"scheme": "iob1", "tag_column": -1}, blocks=True),
     Task("UD EWT POS", "tagging", "conllu", DATA / "ud-english-ewt/en_ewt-ud-train.conllu.gz",
          DATA / "ud-english-ewt/en_ewt-ud-dev.conllu",
-         DATA / "ud-english-ewt/en_ewt-ud-test.conllu", {"tag": "upos"}, blocks=True),
+         DATA / "ud-english-ewt/en_ewt-ud-test.conllu", {"tag": "upos"}, blocks=True,
+         columns=(*ALL_COLUMNS, "adapted biLM")),
     Task("SST-5", "classification", "label-text", DATA / "sst5/stsa.fine.train",
-         DATA / "sst5/stsa.fine.dev", DATA / "sst5/stsa.fine.test"),
+         DATA / "sst5/stsa.fine.dev", DATA / "sst5/stsa.fine.test",
+         columns=(*ALL_COLUMNS, "adapted biLM", "fine-tuned biLM")),
     Task("SICK entailment", "pair", "tsv", DATA / "sick/SICK_train.txt",
          DATA / "sick/SICK_trial.txt", DATA / "sick/SICK_test_annotated.txt",
          {"text_columns": ["sentence_A", "sentence_B"],
@@ -129,29 +137,29 @@ TASKS = [
          full_train_size=10_000),
     Task("SQuAD", "span", "squad", DATA / "squad-v1.1/dev-v1.1.json.gz", None, None,
          {"tokenizer": "moses", "hidden_dim": 64}, articles=(34, 38),
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
+         columns=FOUR_COLUMNS,
          freeze_word_vectors=True),
     Task("MultiNLI", "pair", "nli", DATA / "mnli/dev.jsonl", None, None,
          {"tokenizer": "moses"}, held_out=2000,
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
+         columns=FOUR_COLUMNS),
     Task("CMRC 2018", "span", "squad", DATA / "cmrc2018/cmrc2018_trial.json", None, None,
          {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
          chinese=True, articles=(180, 205),
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output")),
+         columns=FOUR_COLUMNS),
     Task("CMRC 2018 dev set", "span", "squad", Path("cmrc2018_dev.json"), None, None,
          {"tokenizer": "chars", "metric": "cmrc", "hidden_dim": 64, "max_answer_tokens": 100},
          chinese=True, articles=(550, 600),
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output", "adapted biLM"),
+         columns=(*FOUR_COLUMNS, "adapted biLM"),
          file_option="cmrc_dev"),
     Task("OntoNotes SRL", "srl", "conll2012",
          DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
          DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"),
+         columns=FOUR_COLUMNS,
          full_train_size=10_000),
     Task("OntoNotes coreference", "coref", "conll2012",
          DATA / "ontonotes-conll2012/train.english.v4_gold_conll.xz",
          DATA / "ontonotes-conll2012/development.english.v4_gold_conll.xz", None,
-         columns=("alone", "layer 0", "learned, l2 0.001", "input & output"), held_out=100,
+         columns=FOUR_COLUMNS, held_out=100,
          size_cap=200),
 ]
 # CoNLL-2012 rows: what --train-size, --dev-size and --test-size count, by task
@@ -178,8 +186,6 @@ FULL_COLUMNS: dict[str, dict[str, Any]] = {
     "w2v + ELMo, input & output": {"elmo_mix": "learned", "l2": 0.001, "elmo_at": "both",
                                    "word_vectors": True},
 }
-ADAPTED_TASKS = ("UD EWT POS", "SST-5", "CMRC 2018 dev set")
-FINE_TUNED_TASKS = ("SST-5",)
 
 
 # ---- data slices -------------------------------------------------------------------------
@@ -328,7 +334,7 @@ def adapt(task: Task, files: dict[str, Path], elmo: str, args: argparse.Namespac
     from elmo.tasks.recipe import export_text
     from elmo.training import TrainConfig
 
-    out = work / "adapted" / task.name.replace(" ", "_")
+    out = work / "adapted" / f"{task.name}_{Path(elmo).name}".replace(" ", "_")
     text = out.parent / f"{out.name}.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     reader = dataset_format(task.format)  # task.options holds model options too
@@ -354,6 +360,7 @@ def cell_config(task: Task, column: str, elmo: str | None, files: dict[str, Path
     """The run of one cell and seed (a finished run returns its stored result)."""
     options = {k: v for k, v in args.columns[column].items() if k != "adapted"}
     options.setdefault("elmo", elmo)
+    options.setdefault("elmo_at", "input")  # a column names another placement
     if options.get("word_vectors"):
         options["word_vectors"] = str(args.zh_vectors if task.chinese else args.vectors)
         options["freeze_word_vectors"] = task.freeze_word_vectors
@@ -385,11 +392,7 @@ def plan(tasks: list[Task], args: argparse.Namespace, work: Path
             task = replace(task, train=getattr(args, task.file_option))
         files = task_files(task, args, work)
         for column, options in args.columns.items():
-            if task.columns and column not in task.columns and not args.full:  # small table
-                continue
-            if options.get("adapted") and task.name not in ADAPTED_TASKS:
-                continue
-            if options.get("fine_tune") and task.name not in FINE_TUNED_TASKS:
+            if column not in task.columns and not args.full:
                 continue
             model = adapt(task, files, elmo, args, work) if options.get("adapted") else elmo
             cells.append((task, column, model, files))

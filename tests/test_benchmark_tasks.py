@@ -60,8 +60,23 @@ def test_cmrc_adapted_column_adapts_the_chinese_bilm_on_the_training_split(tmp_p
     _, cells = bench.plan([task], args, tmp_path / "work")
     [config] = trained
     assert config.init_from == "default-zh"
-    assert cells[0][2] == str(tmp_path / "work" / "adapted" / "CMRC_2018_dev_set")
+    assert cells[0][2] == str(tmp_path / "work" / "adapted" / "CMRC_2018_dev_set_default-zh")
     lines = Path(config.train[0]).read_text(encoding="utf-8").splitlines()
     # the training split's passage and question of each article, in character tokens
     first, _ = task.articles
     assert len(lines) == 2 * first and set(lines) == {"北 京 是 首 都 。", "首 都 ？"}
+
+
+def test_a_rows_columns_are_the_tables_and_name_their_placement(tmp_path, monkeypatch):
+    """Every row's columns are columns of the table; a column that names no placement puts
+    ELMo at the input, also for a span task, whose model would otherwise take both."""
+    bench = script_module(REPO / "benchmarks" / "tasks.py", monkeypatch)
+    assert all(set(task.columns) <= set(bench.COLUMNS) for task in bench.TASKS)
+    squad = next(t for t in bench.TASKS if t.task == "span")
+    args = argparse.Namespace(columns=bench.COLUMNS, epochs=1, patience=1, cache_dir=tmp_path,
+                              device="cpu")
+    files = {split: tmp_path / f"{split}.json" for split in ("train", "dev", "test")}
+    placement = {column: bench.cell_config(squad, column, "default", files, 0, args,
+                                           tmp_path).elmo_at for column in squad.columns}
+    assert placement == {"alone": "input", "layer 0": "input", "learned, l2 0.001": "input",
+                         "input & output": "both"}

@@ -83,3 +83,19 @@ def test_default_metric_is_the_kinds_own():
     assert config("tagging", "conll", "iob2").metric == "span-f1"
     assert config("tagging", "conll", None).metric == "accuracy"
     assert config("classification", "label-text", "iob2").metric == "accuracy"
+
+
+def test_elmo_goes_where_the_kinds_record_says_unless_given(monkeypatch):
+    """Without --elmo-at, span and pair models mix ELMo at the input and output (the paper's
+    SQuAD and SNLI models), the others at the input; a toy kind's record decides its own."""
+    def config(task, fmt, **options):
+        return TaskConfig(task=task, train="t", dev="d", out="o", format=fmt, **options)
+
+    assert config("span", "squad").elmo_at == "both"
+    assert config("pair", "nli").elmo_at == "both"
+    assert config("tagging", "conll").elmo_at == "input"
+    assert config("srl", "conll2012").elmo_at == "input"
+    assert config("span", "squad", elmo_at="input").elmo_at == "input"
+    monkeypatch.setitem(TASKS, "outputs", LabelTask("outputs", Tagger, TaggerConfig,
+                                                    TaggedSentence, elmo_at="output"))
+    assert config("outputs", "conll").elmo_at == "output"

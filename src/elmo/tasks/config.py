@@ -73,8 +73,10 @@ class TaskConfig:
     elmo_mix: str = option("learned", "learned: softmax-weighted layers, trained; average; "
                            "top; layer:K (0: the context-free token layer)",
                            metavar="|".join(MIX_MODES))
-    elmo_at: str = option("input", "the task RNN's input, its output, or both (two mixes)",
-                          choices=ELMO_AT)
+    elmo_at: str | None = option(
+        None, "the task RNN's input, its output, or both (two mixes) (default, by --task: "
+        + ", ".join(f"{name} {kind.elmo_at}" for name, kind in TASKS.items()) + ")",
+        choices=ELMO_AT)
     l2: float = option(0.001, "lambda * sum_j s_j^2 added to the loss, per learned mix",
                        parse=float, metavar="LAMBDA")
     mix_lr: float = option(MIX_LR, "Adam learning rate of the mixes' s and gamma", parse=float)
@@ -141,6 +143,8 @@ class TaskConfig:
                                 f"give --format {' or '.join(FORMATS)}")
         if self.task in TASKS and self.metric is None:
             self.metric = TASKS[self.task].default_metric(self)
+        if self.task in TASKS and self.elmo_at is None:
+            self.elmo_at = TASKS[self.task].elmo_at
         choices = {"task": TASKS, "format": FORMATS, "elmo_at": ELMO_AT, "metric": METRICS,
                    "scheme": (*SCHEMES, None), "tag": CONLLU_TAGS}
         for name, allowed in choices.items():

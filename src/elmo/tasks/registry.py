@@ -15,7 +15,8 @@ TASKS: dict[str, TaskType] = {task.name: task for task in (
     LabelTask("tagging", Tagger, TaggerConfig, TaggedSentence, per_token=True,
               metrics=("accuracy", "span-f1"), checks_labels=False),
     LabelTask("classification", Classifier, ClassifierConfig, LabeledText),
-    LabelTask("pair", PairClassifier, PairConfig, LabeledPair),
+    # pair and span: ELMo at the input and output, as the paper's SNLI and SQuAD models
+    LabelTask("pair", PairClassifier, PairConfig, LabeledPair, elmo_at="both"),
     SpanTask(),
     SrlTask(),
     CorefTask(),

@@ -144,6 +144,7 @@ class SpanTask(TaskType):
 
     name, model, model_config = "span", SpanModel, SpanConfig
     example, metrics = SquadQuestion, tuple(ANSWER_METRICS)
+    elmo_at = "both"  # as the paper's SQuAD model (registry.TASKS)
 
     def labels(self, examples: Sequence[SquadQuestion]) -> list[str]:
         return [ANSWER, NO_ANSWER] if any(q.impossible for q in examples) else [ANSWER]

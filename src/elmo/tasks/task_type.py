@@ -37,6 +37,7 @@ class TaskType:
     model_config: type  # an EncoderConfig
     example: type  # TaggedSentence, LabeledText, ...
     metrics: tuple[str, ...]  # the first is the default
+    elmo_at: str = "input"  # where ELMo goes without --elmo-at (elmo.tasks.model.ELMO_AT)
     examples_per_batch: int | None = None  # fixed by the task (None: --batch-size; 64 when
     # predicting)
 
@@ -100,7 +101,7 @@ class LabelTask(TaskType):
     """Tasks with labels from a fixed set, one record per kind: `per_token`, one tag per token
     (tagging) or one label per sentence or pair; `metrics`, the first the default (span-f1
     with --scheme where it is one); `checks_labels`, whether training warns when the labels
-    look like words of text (a file misread)."""
+    look like words of text (a file misread); `elmo_at`, where ELMo goes by default."""
 
     name: str
     model: type[nn.Module]
@@ -109,6 +110,7 @@ class LabelTask(TaskType):
     per_token: bool = False
     metrics: tuple[str, ...] = ("accuracy",)
     checks_labels: bool = True
+    elmo_at: str = "input"
 
     def default_metric(self, config: Any) -> str:
         return "span-f1" if config.scheme and "span-f1" in self.metrics else self.metrics[0]
