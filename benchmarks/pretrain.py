@@ -78,17 +78,18 @@ ZH_SOURCES = (
     ("sighan2005_msr_test_gold.utf8", None, set()),
     ("sighan2005_pku_test_gold.utf8", None, set()),
 )
+ZH_REVIEWS = ZH_SOURCES[:2]  # first, so zh_corpus's line i of them is their line i
 ZH_LEFT_OUT = "ChnSentiCorp_htl_all.csv (kept unseen for sentiment evaluation)"
 
 
 # ---- data -------------------------------------------------------------------------------
 
 
-def zh_lines(directory: Path) -> list[str]:
-    """The raw Chinese lines of ZH_SOURCES, in order: BOMs stripped, inner line breaks
+def zh_lines(directory: Path, sources: tuple = ZH_SOURCES) -> list[str]:
+    """The raw Chinese lines of `sources`, in order: BOMs stripped, inner line breaks
     joined, SIGHAN segmentation spaces removed, empty lines dropped."""
     lines: list[str] = []
-    for name, column, skip in ZH_SOURCES:
+    for name, column, skip in sources:
         with open_text(directory / name) as f:
             if column is None:
                 texts = ("".join(line.split()) for line in f)
@@ -121,6 +122,20 @@ def zh_corpus(directory: Path, out: Path, test_every: int = 50,
         "train_lines": len(train), "test_lines": len(test),
         "train_chars": sum(len(t) for t in train), "test_chars": sum(len(t) for t in test),
     }
+
+
+def zh_reviews(directory: Path, out: Path, test_every: int = 50) -> dict[str, Any]:
+    """The reviews of zh_corpus's split, in source order: out/train.jsonl (JSON lines, a review
+    a document) and out/test.txt (the first lines of zh_corpus's test.txt)."""
+    reviews = zh_lines(directory, ZH_REVIEWS)
+    train = [t for i, t in enumerate(reviews) if i % test_every != test_every - 1]
+    test = [t for i, t in enumerate(reviews) if i % test_every == test_every - 1]
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "train.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in train)
+    (out / "test.txt").write_text("\n".join(test) + "\n", encoding="utf-8")
+    return {"train_lines": len(train), "train_chars": sum(len(t) for t in train),
+            "test_lines": len(test), "test_chars": sum(len(t) for t in test)}
 
 
 # ---- 1. speed ---------------------------------------------------------------------------
