@@ -12,6 +12,7 @@ import pytest
 from elmo.cli.task import FORMAT_OPTIONS
 from elmo.loading.formats.registry import FORMATS
 from elmo.tasks.readers import FORMATS as TASK_FORMATS
+from elmo.tasks.registry import TASKS
 from tests.helpers.cli_options import FIXTURE, command_options
 
 BEFORE = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -25,6 +26,8 @@ ISSUE_69_HELP = {("analyze wsd", "--quantize"), ("analyze neighbours", "--quanti
                  ("analyze probe", "--quantize"), ("train", "--input-format")}
 # And (issue 70): --init-from a run's --weights-copy continues that run.
 ISSUE_70_HELP = {("train", "--init-from"), ("train", "--weights-copy")}
+# And --elmo-at's default is the task kind's (its record in elmo.tasks.registry.TASKS).
+KIND_DEFAULT = {("task train", "--elmo-at")}
 
 
 def test_the_same_commands():
@@ -37,7 +40,7 @@ def test_options_unchanged(command):
     assert list(now) == list(before)  # the same options, in the same order
     for name, option in before.items():
         changed = {"help"} if (command, name) in MODEL_HELP | ISSUE_69_HELP | ISSUE_70_HELP \
-            else set()
+            else {"help", "default"} if (command, name) in KIND_DEFAULT else set()
         assert {k: v for k, v in now[name].items() if k not in changed} == \
             {k: v for k, v in option.items() if k not in changed}, name
 
@@ -53,6 +56,12 @@ def test_init_from_and_weights_copy_say_that_a_copy_continues_its_run():
     assert "--weights-copy DIR of a run" in NOW["train"]["--init-from"]["help"]
     assert "progress.json" in NOW["train"]["--weights-copy"]["help"]
     assert "--init-from DIR continues the run" in NOW["train"]["--weights-copy"]["help"]
+
+
+def test_elmo_at_help_names_each_kinds_default():
+    option = NOW["task train"]["--elmo-at"]
+    assert option["default"] is None
+    assert all(f"{name} {kind.elmo_at}" in option["help"] for name, kind in TASKS.items())
 
 
 def test_task_takes_every_dataset_formats_options():

@@ -104,7 +104,8 @@ def test_resume_continues_from_last_epoch(tmp_path, tiny_model, capsys):
 
     # other options into the same directory are refused
     assert main(args + ["--seed", "5"]) == 1
-    assert "holds a run with other options" in capsys.readouterr().err
+    assert "holds a run with other options (--seed: see its config.json)" in (
+        capsys.readouterr().err)
 
 
 def test_train_fraction_samples_are_nested():

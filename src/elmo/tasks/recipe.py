@@ -127,16 +127,19 @@ def _make_room(out: Path, config: TaskConfig, ours: bool, overwrite: bool) -> No
     """Refuse `out` unless it is new, empty or this run's (`ours`: it holds a task run); with
     `overwrite`, delete another run's files (or ours among foreign files) so that the run
     starts anew."""
-    if not out.is_dir() or not any(out.iterdir()) or (ours and _same_run(out, config)):
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    differing = _differing_options(out, config) if ours else []
+    if ours and not differing:
         return
     if not ours and _holds_bilm(out):
         raise ElmoError(f"{out} holds a biLM: a task run never replaces a model; choose "
                         "another --out")
     if not overwrite:
         if ours:
-            raise ElmoError(f"{out} holds a run with other options (see its config.json); give "
-                            "another --out, the same options to resume it, or --overwrite to "
-                            "replace it")
+            raise ElmoError(f"{out} holds a run with other options ({', '.join(differing)}: "
+                            "see its config.json); give another --out, the same options to "
+                            "resume it, or --overwrite to replace it")
         raise ElmoError(f"{out} is not empty and holds no task run: choose a new or empty "
                         "--out, or pass --overwrite to write the run into it (files of the "
                         "run's names are replaced)")
@@ -155,16 +158,18 @@ def _holds_bilm(directory: Path) -> bool:
     return True
 
 
-def _same_run(out: Path, config: TaskConfig) -> bool:
-    """Whether the task run in `out` has `config`'s options, but for those that may change on
-    resume (an option added since the run started counts as its default)."""
+def _differing_options(out: Path, config: TaskConfig) -> list[str]:
+    """The options in which the task run in `out` differs from `config`, but for those that
+    may change on resume (an option added since the run started counts as its default); none:
+    it is this run."""
     try:
         saved = TaskConfig.from_dict(saved_run(out)["task"])
     except FileNotFoundError:  # killed before it wrote its options: it starts anew
-        return True
+        return []
     except (OSError, ValueError, KeyError, TypeError, ElmoError):
-        return False
-    return not changed_options(asdict(saved), asdict(config), RESUMABLE_CHANGES)[1]
+        return ["unreadable options"]
+    return [f"--{name.replace('_', '-')}" for name in
+            changed_options(asdict(saved), asdict(config), RESUMABLE_CHANGES)[1]]
 
 
 def _finished_result(out: Path, config: TaskConfig) -> dict[str, Any] | None:
