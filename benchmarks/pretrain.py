@@ -101,14 +101,19 @@ def zh_lines(directory: Path, sources: tuple = ZH_SOURCES) -> list[str]:
     return [t for t in lines if t]
 
 
+def zh_split(lines: list[str], test_every: int) -> tuple[list[str], list[str]]:
+    """(train, test) in order: line i is test if i % test_every == test_every - 1."""
+    test = [t for i, t in enumerate(lines) if i % test_every == test_every - 1]
+    train = [t for i, t in enumerate(lines) if i % test_every != test_every - 1]
+    return train, test
+
+
 def zh_corpus(directory: Path, out: Path, test_every: int = 50,
               max_train: int | None = None, max_test: int | None = None) -> dict[str, Any]:
     """Split the Chinese text: line i is test if i % test_every == test_every - 1, else
     train; the train lines are shuffled with seed 0 (the trainer reads files in order).
     Writes out/train.txt and out/test.txt (never into the repository)."""
-    lines = zh_lines(directory)
-    test = [t for i, t in enumerate(lines) if i % test_every == test_every - 1]
-    train = [t for i, t in enumerate(lines) if i % test_every != test_every - 1]
+    train, test = zh_split(zh_lines(directory), test_every)
     random.Random(0).shuffle(train)
     train, test = train[:max_train], test[:max_test]
     out.mkdir(parents=True, exist_ok=True)
@@ -127,9 +132,7 @@ def zh_corpus(directory: Path, out: Path, test_every: int = 50,
 def zh_reviews(directory: Path, out: Path, test_every: int = 50) -> dict[str, Any]:
     """The reviews of zh_corpus's split, in source order: out/train.jsonl (JSON lines, a review
     a document) and out/test.txt (the first lines of zh_corpus's test.txt)."""
-    reviews = zh_lines(directory, ZH_REVIEWS)
-    train = [t for i, t in enumerate(reviews) if i % test_every != test_every - 1]
-    test = [t for i, t in enumerate(reviews) if i % test_every == test_every - 1]
+    train, test = zh_split(zh_lines(directory, ZH_REVIEWS), test_every)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "train.jsonl", "w", encoding="utf-8") as f:
         f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in train)
